@@ -1,0 +1,63 @@
+// Package caspaxos is the CASPaxos register protocol (Rystsov, arXiv
+// 1802.07000) as pure, deterministic state machines. Every partition's
+// failover state lives in one register, so this package carries the product:
+// it has no goroutines, clocks, randomness, network or disk of its own. The
+// deterministic simulator (sim/) and the fmnode runtime (caspaxos/transport)
+// drive the same code.
+//
+// # Protocol
+//
+// A register is changed by applying a change function to its current value.
+// A proposer picks a Ballot (counter, proposer id), greater than any it has
+// seen for the key, and sends Prepare to the acceptors. An acceptor refuses
+// if it promised or accepted a greater ballot, otherwise it durably promises
+// the ballot and returns the value it accepted last, with that value's
+// ballot. With promises from a prepare quorum the proposer takes the value
+// of the highest accepted ballot, applies the change, and sends Accept. An
+// acceptor refuses if it saw a greater ballot, otherwise it durably stores
+// the value; acks from an accept quorum commit it. A read is the identity
+// change, committed like any other, so reads are linearizable. Every refusal
+// carries the conflicting ballot, so the proposer's next ballot jumps past it.
+//
+// One round trip: each Accept also asks the acceptor to promise the
+// proposer's next ballot. If the acks that carry that promise form a prepare
+// quorum, the proposer caches the value and its next change of the key goes
+// straight to Accept. Any refusal or timeout drops the cache and the
+// proposer falls back to two phases.
+//
+// Contention: after a refusal or a timeout the proposer backs off. The
+// adaptive backoff tracks D, the phase-2 duration, as an EMA with a running
+// deviation sigma and waits (EMA + sigma) * U(0, 2^(attempt-1)), so the wait
+// follows the real round trip of the deployment. A plain exponential backoff
+// and none are selectable for comparison.
+//
+// Quorums are flexible (package quorum): prepare and accept quorums need only
+// intersect, and the acceptor set changes one acceptor at a time with an
+// identity pass (rescan) where the quorum arithmetic needs one.
+//
+// # Deletion
+//
+// Deleting a register is a Delete change (a tombstone) followed by Erase,
+// the garbage collection: an identity pass that every acceptor of the accept
+// set must accept, then raising every acceptor's age floor (proposers whose
+// age is below it are refused and must drop their caches), then erasing the
+// record everywhere. An acceptor remembers the greatest ballot promised on
+// any register it erased (the erase floor) and refuses ballots up to it on
+// absent keys, so a proposer holding a promise from before the erase cannot
+// resurrect the value even if it raced the age change. Every step is
+// idempotent: a failed Erase is simply run again.
+//
+// # Driving the cores
+//
+// Acceptor: Step requests, then Ready returns a Batch to persist and the
+// replies that depend on it. The driver makes the batch durable (Store.Apply,
+// fsync) before sending the replies; stepping many requests before one Ready
+// is group commit. Proposer: Propose, Step replies, Tick with the driver's
+// clock; Ready returns messages (one per acceptor and type, many keys each,
+// bounded by MaxBatchItems) and finished Results. NextDeadline tells the
+// driver when to Tick next. Time is a time.Duration from the driver's origin
+// and randomness comes from an injected Rand, so a seeded simulation replays.
+//
+// Watch fans committed values out to subscribers in version order with a
+// bounded history for resuming; the routing and DNS layers consume it.
+package caspaxos

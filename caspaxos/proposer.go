@@ -1,0 +1,766 @@
+package caspaxos
+
+import (
+	"container/heap"
+	"container/list"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// RequestID identifies a proposal to its caller; results carry it back.
+type RequestID uint64
+
+// Result is the outcome of one proposal.
+type Result struct {
+	ID  RequestID
+	Key string
+	// Value is the committed value: the new one on success, the current
+	// one when the change function refused (Err then says why).
+	Value Value
+	Err   error
+	// Attempts is the number of rounds the proposal used.
+	Attempts int
+	// FastPath reports that the committing round skipped phase 1.
+	FastPath   bool
+	Start, End time.Duration
+}
+
+// ProposerStats counts what a proposer did; all counters only grow.
+type ProposerStats struct {
+	Proposals uint64 // accepted by Propose
+	Commits   uint64 // proposals that committed (including refused changes)
+	Failures  uint64 // proposals that gave up
+	Unknown   uint64 // of the failures, those whose outcome is unknown
+	Rounds    uint64 // attempts started
+	NAKs      uint64 // rounds ended by a conflicting ballot
+	Timeouts  uint64 // rounds ended by a phase timeout
+	FastPath  uint64 // rounds that went straight to phase 2
+	Fenced    uint64 // rounds rejected for a stale age
+}
+
+type phase uint8
+
+const (
+	phaseIdle phase = iota
+	phaseBackoff
+	phasePrepare
+	phaseAccept
+	phaseRaiseAge
+	phaseErase
+)
+
+type requestKind uint8
+
+const (
+	kindChange requestKind = iota
+	kindErase
+)
+
+type request struct {
+	id     RequestID
+	kind   requestKind
+	change Change
+	start  time.Duration
+	// ballots at which this request sent a mutating accept; a later round
+	// that finds one of them accepted knows the value is its own.
+	mutatingBallots []Ballot
+	attempts        int
+	lastErr         error
+}
+
+// keyState is everything the proposer tracks for one key.
+type keyState struct {
+	key   string
+	queue []*request
+	cur   *request
+	phase phase
+
+	cfg      *quorum.Config // configuration of the running round
+	ballot   Ballot
+	next     Ballot
+	fast     bool
+	deadline time.Duration
+	timerGen uint64
+
+	acks    []NodeID
+	rejects []NodeID
+	best    Ballot // highest accepted ballot among phase-1 replies
+	bestVal Value
+	// proposed is what phase 2 sends; outcome/outErr is what the caller
+	// gets once it commits.
+	proposed Value
+	outErr   error
+	started  time.Duration // phase-2 start, for the EMA
+	maxSeen  Ballot
+	// erase bookkeeping: the ballot at which the full identity pass put the tombstone.
+	eraseBallot Ballot
+
+	// fast-path cache: a prepare quorum promised cacheBallot while holding cacheValue.
+	cacheOK     bool
+	cacheBallot Ballot
+	cacheValue  Value
+	lru         *list.Element
+}
+
+// Proposer is the CASPaxos proposer as a pure state machine. Callers
+// Propose; the driver feeds replies with Step and time with Tick, and
+// collects outgoing messages and results with Ready. One proposal per key is
+// active at a time (others queue behind it, bounded); any number of keys
+// proceed at once, and their items to one acceptor share one message.
+type Proposer struct {
+	cfg     ProposerConfig
+	quorum  *quorum.Config
+	rng     Rand
+	age     uint64
+	backoff Backoff
+
+	keys     map[string]*keyState
+	active   int
+	timers   timerHeap
+	lru      *list.List // of *keyState with a cache, most recent at front
+	cached   int
+	out      map[NodeID]*outbox
+	outOrder []NodeID
+	results  []Result
+	stats    ProposerStats
+}
+
+type outbox struct {
+	prepare []Item
+	accept  []Item
+	erase   []Item
+	raise   bool
+}
+
+// NewProposer validates cfg and returns a proposer drawing randomness from rng.
+func NewProposer(cfg ProposerConfig, rng Rand) (*Proposer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if rng == nil {
+		return nil, configErr("rng", "must not be nil")
+	}
+	q := cfg.Quorum
+	return &Proposer{
+		cfg:     cfg,
+		quorum:  &q,
+		rng:     rng,
+		age:     cfg.Age,
+		backoff: NewBackoff(cfg.Backoff, cfg.BackoffBase, cfg.BackoffMax, cfg.EMAAlpha),
+		keys:    make(map[string]*keyState),
+		lru:     list.New(),
+		out:     make(map[NodeID]*outbox),
+	}, nil
+}
+
+// ID returns the proposer's id.
+func (p *Proposer) ID() NodeID { return p.cfg.ID }
+
+// Age returns the proposer's current age.
+func (p *Proposer) Age() uint64 { return p.age }
+
+// Quorum returns the acceptor configuration new rounds use.
+func (p *Proposer) Quorum() quorum.Config { return *p.quorum }
+
+// Stats returns the counters.
+func (p *Proposer) Stats() ProposerStats { return p.stats }
+
+// BackoffEMA returns the adaptive backoff's phase-2 estimate.
+func (p *Proposer) BackoffEMA() (mean, sigma time.Duration) { return p.backoff.EMA() }
+
+// InFlight returns the number of keys with an active proposal.
+func (p *Proposer) InFlight() int { return p.active }
+
+// SetQuorum switches to a new acceptor configuration for rounds that start
+// from now on; running rounds finish under the one they started with. The
+// fast-path caches are dropped: a promise from a quorum of the old
+// configuration is not necessarily one of the new.
+func (p *Proposer) SetQuorum(q quorum.Config) error {
+	if err := q.Validate(); err != nil {
+		return configErr("Quorum", "%v", err)
+	}
+	p.quorum = &q
+	p.dropCaches()
+	return nil
+}
+
+// Propose starts (or queues) change on key. The result arrives through Ready.
+func (p *Proposer) Propose(now time.Duration, id RequestID, key string, ch Change) error {
+	if ch == nil {
+		return fmt.Errorf("%w: nil change for key %q", ErrBadChange, key)
+	}
+	return p.enqueue(now, key, &request{id: id, kind: kindChange, change: ch, start: now})
+}
+
+// Erase runs the garbage collection of a register that a Delete change has
+// tombstoned: an identity pass that every acceptor of the accept set must
+// accept, then raising every acceptor's age floor above the age of every
+// proposer that might hold a cached promise (fencing them), then erasing
+// the record everywhere. Each step is idempotent, so a failed Erase can be
+// run again. It fails with ErrExists if the register is live.
+func (p *Proposer) Erase(now time.Duration, id RequestID, key string) error {
+	return p.enqueue(now, key, &request{id: id, kind: kindErase, change: Read(), start: now})
+}
+
+func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
+	if len(key) > MaxKeyBytes {
+		return fmt.Errorf("%w: %d bytes (max %d)", ErrKeyTooLarge, len(key), MaxKeyBytes)
+	}
+	ks := p.keys[key]
+	if ks != nil && ks.cur != nil {
+		if len(ks.queue) >= p.cfg.MaxQueuePerKey {
+			return fmt.Errorf("%w: key %q has %d waiting", ErrKeyBusy, key, len(ks.queue))
+		}
+		ks.queue = append(ks.queue, r)
+		p.stats.Proposals++
+		return nil
+	}
+	if p.active >= p.cfg.MaxInFlight {
+		return fmt.Errorf("%w: %d keys active", ErrOverloaded, p.active)
+	}
+	if ks == nil {
+		ks = &keyState{key: key}
+		p.keys[key] = ks
+	}
+	p.stats.Proposals++
+	ks.cur = r
+	p.active++
+	p.startRound(now, ks)
+	return nil
+}
+
+// startRound begins the next attempt of ks.cur.
+func (p *Proposer) startRound(now time.Duration, ks *keyState) {
+	r := ks.cur
+	r.attempts++
+	p.stats.Rounds++
+	ks.cfg = p.quorum
+	ks.acks = ks.acks[:0]
+	ks.rejects = ks.rejects[:0]
+	ks.fast = false
+	if r.kind == kindChange && ks.cacheOK && !p.cfg.DisableFastPath {
+		// One round trip: a prepare quorum already promised cacheBallot
+		// while holding cacheValue, so phase 1 is done.
+		ks.ballot = ks.cacheBallot
+		ks.fast = true
+		p.stats.FastPath++
+		p.toAccept(now, ks, ks.cacheValue)
+		return
+	}
+	b, err := NextBallot(p.cfg.ID, ks.maxSeen.Max(ks.ballot))
+	if err != nil {
+		p.finish(now, ks, Value{}, err, false)
+		return
+	}
+	ks.ballot = b
+	ks.maxSeen = ks.maxSeen.Max(b)
+	ks.best = Ballot{}
+	ks.bestVal = Value{}
+	ks.phase = phasePrepare
+	p.setTimer(ks, now+p.cfg.Phase1Timeout)
+	for _, id := range ks.cfg.Prepare.Members {
+		ob := p.outboxFor(id)
+		ob.prepare = append(ob.prepare, Item{Key: ks.key, Ballot: b})
+	}
+}
+
+// toAccept applies the change to cur and sends phase 2.
+func (p *Proposer) toAccept(now time.Duration, ks *keyState, cur Value) {
+	r := ks.cur
+	next, outErr := cur, error(nil)
+	if r.kind == kindErase {
+		if cur.Exists() {
+			p.finish(now, ks, cur, fmt.Errorf("%w: erase of live register %q at version %d", ErrExists, ks.key, cur.Version), false)
+			return
+		}
+	} else if own := r.ownsBallot(ks.best); own && !ks.fast {
+		// A previous round of this request put this value at one of its
+		// own ballots: finish committing it rather than applying the change twice.
+		next = cur
+	} else {
+		var err error
+		next, err = r.change.Apply(cur)
+		if err != nil {
+			next, outErr = cur, err
+		} else if err := checkChange(cur, next); err != nil {
+			p.finish(now, ks, cur, err, false)
+			return
+		} else if len(next.Data) > p.cfg.MaxValueBytes {
+			p.finish(now, ks, cur, fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(next.Data), p.cfg.MaxValueBytes), false)
+			return
+		}
+	}
+	if next.Version != cur.Version {
+		r.mutatingBallots = append(r.mutatingBallots, ks.ballot)
+	}
+	ks.proposed = next
+	ks.outErr = outErr
+	ks.phase = phaseAccept
+	ks.acks = ks.acks[:0]
+	ks.rejects = ks.rejects[:0]
+	ks.next = Ballot{}
+	if !p.cfg.DisableFastPath && r.kind == kindChange {
+		if nb, err := NextBallot(p.cfg.ID, ks.ballot); err == nil {
+			ks.next = nb
+		}
+	}
+	ks.started = now
+	p.setTimer(ks, now+p.cfg.Phase2Timeout)
+	for _, id := range ks.cfg.Accept.Members {
+		ob := p.outboxFor(id)
+		ob.accept = append(ob.accept, Item{Key: ks.key, Ballot: ks.ballot, Next: ks.next, Value: next})
+	}
+}
+
+func (r *request) ownsBallot(b Ballot) bool {
+	for _, m := range r.mutatingBallots {
+		if m == b {
+			return true
+		}
+	}
+	return false
+}
+
+// Step feeds one reply from an acceptor. Replies that do not match the
+// running round of their key (late, duplicated, reordered) are ignored.
+func (p *Proposer) Step(now time.Duration, m Message) {
+	if !m.Type.IsReply() {
+		return
+	}
+	if m.Age > p.age {
+		// An acceptor was fenced above us by a GC: every cached promise we
+		// hold predates it, and our next message would be refused anyway.
+		p.age = m.Age
+		p.dropCaches()
+	}
+	if m.Type == MsgRaiseAgeReply {
+		p.stepRaiseAge(now, m)
+		return
+	}
+	for i := range m.Items {
+		it := &m.Items[i]
+		ks := p.keys[it.Key]
+		if ks == nil || ks.cur == nil || it.Ballot != ks.ballot {
+			continue
+		}
+		switch {
+		case m.Type == MsgPrepareReply && ks.phase == phasePrepare:
+			p.onPrepareReply(now, ks, m.From, m.Age, it)
+		case m.Type == MsgAcceptReply && ks.phase == phaseAccept:
+			p.onAcceptReply(now, ks, m.From, m.Age, it)
+		case m.Type == MsgEraseReply && ks.phase == phaseErase:
+			p.onEraseReply(now, ks, m.From, it)
+		}
+	}
+}
+
+func contains(ids []NodeID, id NodeID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// onReject records a refusal; it returns true when the round is over.
+func (p *Proposer) onReject(now time.Duration, ks *keyState, set quorum.Set, from NodeID, floor uint64, it *Item) bool {
+	if !set.Contains(from) || contains(ks.rejects, from) || contains(ks.acks, from) {
+		return false
+	}
+	ks.rejects = append(ks.rejects, from)
+	p.clearCache(ks)
+	switch it.Reject {
+	case RejectStaleAge:
+		if floor > p.age {
+			p.age = floor
+			p.dropCaches()
+		}
+		p.stats.Fenced++
+		p.failRound(now, ks, fmt.Errorf("%w: acceptor %d floor %d", ErrStaleAge, from, floor), false)
+		return true
+	case RejectConflict:
+		ks.maxSeen = ks.maxSeen.Max(it.Conflict)
+	}
+	if !set.CanReach(func(id NodeID) bool { return contains(ks.rejects, id) }) {
+		if ks.phase == phaseAccept {
+			// Acceptors that refused a ballot never accept it later, so no
+			// accept quorum can ever hold this round's value: not a doubt.
+			r := ks.cur
+			if n := len(r.mutatingBallots); n > 0 && r.mutatingBallots[n-1] == ks.ballot {
+				r.mutatingBallots = r.mutatingBallots[:n-1]
+			}
+		}
+		err := fmt.Errorf("%w: %v from acceptor %d (greatest seen %v)", ErrConflict, it.Reject, from, ks.maxSeen)
+		if it.Reject == RejectConflict {
+			p.stats.NAKs++
+		}
+		p.failRound(now, ks, err, true)
+		return true
+	}
+	return false
+}
+
+func (p *Proposer) onPrepareReply(now time.Duration, ks *keyState, from NodeID, floor uint64, it *Item) {
+	set := ks.cfg.Prepare
+	if it.Reject != RejectNone {
+		p.onReject(now, ks, set, from, floor, it)
+		return
+	}
+	if !set.Contains(from) || contains(ks.acks, from) || contains(ks.rejects, from) {
+		return
+	}
+	ks.acks = append(ks.acks, from)
+	if ks.best.Less(it.Accepted) {
+		ks.best = it.Accepted
+		ks.bestVal = it.Value
+	}
+	ks.maxSeen = ks.maxSeen.Max(it.Accepted)
+	if !set.IsQuorum(func(id NodeID) bool { return contains(ks.acks, id) }) {
+		return
+	}
+	p.toAccept(now, ks, ks.bestVal)
+}
+
+func (p *Proposer) onAcceptReply(now time.Duration, ks *keyState, from NodeID, floor uint64, it *Item) {
+	set := ks.cfg.Accept
+	full := ks.cur.kind == kindErase
+	if it.Reject != RejectNone {
+		if full && it.Reject == RejectConflict {
+			// The identity pass must reach every acceptor: any refusal ends it.
+			ks.maxSeen = ks.maxSeen.Max(it.Conflict)
+			p.stats.NAKs++
+			p.failRound(now, ks, fmt.Errorf("%w: acceptor %d refused the GC identity pass", ErrConflict, from), true)
+			return
+		}
+		p.onReject(now, ks, set, from, floor, it)
+		return
+	}
+	if !set.Contains(from) || contains(ks.acks, from) || contains(ks.rejects, from) || it.Next != ks.next {
+		return
+	}
+	ks.acks = append(ks.acks, from)
+	if full {
+		if len(ks.acks) < len(set.Members) {
+			return
+		}
+	} else if !set.IsQuorum(func(id NodeID) bool { return contains(ks.acks, id) }) {
+		return
+	}
+	p.backoff.Observe(now - ks.started)
+	if full {
+		p.startRaiseAge(now, ks)
+		return
+	}
+	// Acks promised ks.next; if they form a prepare quorum the next round
+	// of this key may skip phase 1.
+	if !ks.next.IsZero() && ks.cfg == p.quorum &&
+		ks.cfg.Prepare.IsQuorum(func(id NodeID) bool { return contains(ks.acks, id) }) {
+		p.setCache(ks, ks.next, ks.proposed)
+	} else {
+		p.clearCache(ks)
+	}
+	p.finish(now, ks, ks.proposed, ks.outErr, true)
+}
+
+// startRaiseAge fences every proposer older than the new floor: their
+// cached promises (and delayed messages) for the erased key become useless.
+func (p *Proposer) startRaiseAge(now time.Duration, ks *keyState) {
+	ks.eraseBallot = ks.ballot
+	ks.phase = phaseRaiseAge
+	ks.acks = ks.acks[:0]
+	p.age++
+	p.dropCaches()
+	p.setTimer(ks, now+p.cfg.Phase2Timeout)
+	for _, id := range ks.cfg.Acceptors() {
+		p.outboxFor(id).raise = true
+	}
+}
+
+func (p *Proposer) stepRaiseAge(now time.Duration, m Message) {
+	for _, k := range p.sortedEraseKeys(phaseRaiseAge) {
+		ks := p.keys[k]
+		if m.Age < p.age || contains(ks.acks, m.From) || !contains(ks.cfg.Acceptors(), m.From) {
+			continue
+		}
+		ks.acks = append(ks.acks, m.From)
+		if len(ks.acks) < len(ks.cfg.Acceptors()) {
+			continue
+		}
+		ks.phase = phaseErase
+		ks.acks = ks.acks[:0]
+		ks.rejects = ks.rejects[:0]
+		ks.ballot = ks.eraseBallot
+		p.setTimer(ks, now+p.cfg.Phase2Timeout)
+		for _, id := range ks.cfg.Acceptors() {
+			ob := p.outboxFor(id)
+			ob.erase = append(ob.erase, Item{Key: ks.key, Ballot: ks.eraseBallot})
+		}
+	}
+}
+
+// sortedEraseKeys lists keys in phase ph in a deterministic order.
+func (p *Proposer) sortedEraseKeys(ph phase) []string {
+	var keys []string
+	for k, ks := range p.keys {
+		if ks.cur != nil && ks.phase == ph {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (p *Proposer) onEraseReply(now time.Duration, ks *keyState, from NodeID, it *Item) {
+	if contains(ks.acks, from) {
+		return
+	}
+	if it.Reject != RejectNone {
+		ks.maxSeen = ks.maxSeen.Max(it.Conflict)
+		p.failRound(now, ks, fmt.Errorf("%w: acceptor %d: %v", ErrConflict, from, it.Reject), true)
+		return
+	}
+	ks.acks = append(ks.acks, from)
+	if len(ks.acks) < len(ks.cfg.Acceptors()) {
+		return
+	}
+	p.finish(now, ks, Value{}, nil, true)
+}
+
+// Tick advances time: expired phases fail their round, expired backoffs
+// start the next one.
+func (p *Proposer) Tick(now time.Duration) {
+	for len(p.timers) > 0 && p.timers[0].at <= now {
+		t := heap.Pop(&p.timers).(timer)
+		ks := p.keys[t.key]
+		if ks == nil || ks.cur == nil || ks.timerGen != t.gen {
+			continue
+		}
+		if ks.phase == phaseBackoff {
+			p.startRound(now, ks)
+			continue
+		}
+		p.clearCache(ks)
+		p.stats.Timeouts++
+		p.failRound(now, ks, fmt.Errorf("%w: %v after %d acks", ErrTimeout, phaseName(ks.phase), len(ks.acks)), true)
+	}
+}
+
+// NextDeadline returns the earliest time Tick has work to do.
+func (p *Proposer) NextDeadline() (time.Duration, bool) {
+	for len(p.timers) > 0 {
+		t := p.timers[0]
+		ks := p.keys[t.key]
+		if ks != nil && ks.cur != nil && ks.timerGen == t.gen {
+			return t.at, true
+		}
+		heap.Pop(&p.timers)
+	}
+	return 0, false
+}
+
+// failRound ends the running round; the request retries after a backoff
+// or, out of attempts, finishes with an error.
+func (p *Proposer) failRound(now time.Duration, ks *keyState, cause error, backoff bool) {
+	r := ks.cur
+	r.lastErr = cause
+	p.clearCache(ks)
+	if r.attempts >= p.cfg.MaxAttempts {
+		p.finish(now, ks, Value{}, fmt.Errorf("%w: key %q after %d attempts: %w", ErrNoQuorum, ks.key, r.attempts, cause), false)
+		return
+	}
+	d := time.Duration(0)
+	if backoff {
+		d = p.backoff.Delay(r.attempts, p.rng)
+	}
+	ks.phase = phaseBackoff
+	p.setTimer(ks, now+d)
+}
+
+// finish reports the result of ks.cur and starts the next queued request.
+func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, committed bool) {
+	r := ks.cur
+	res := Result{ID: r.id, Key: ks.key, Value: v, Err: err, Attempts: r.attempts, FastPath: ks.fast, Start: r.start, End: now}
+	if err != nil && len(r.mutatingBallots) > 0 && (errors.Is(err, ErrNoQuorum) || errors.Is(err, ErrVersionMismatch) || errors.Is(err, ErrExists)) {
+		// An earlier round sent a mutating accept that may have been
+		// chosen; a refusal now may be a refusal of our own write.
+		res.Err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		res.Value = Value{}
+	}
+	switch {
+	case committed:
+		p.stats.Commits++
+	case errors.Is(res.Err, ErrUnknownOutcome):
+		p.stats.Failures++
+		p.stats.Unknown++
+	default:
+		p.stats.Failures++
+	}
+	p.results = append(p.results, res)
+	ks.timerGen++
+	ks.phase = phaseIdle
+	ks.fast = false
+	if len(ks.queue) > 0 {
+		ks.cur = ks.queue[0]
+		ks.queue[0] = nil
+		ks.queue = ks.queue[1:]
+		p.startRound(now, ks)
+		return
+	}
+	ks.cur = nil
+	ks.queue = nil
+	p.active--
+	if !ks.cacheOK {
+		delete(p.keys, ks.key)
+	}
+}
+
+func (p *Proposer) setTimer(ks *keyState, at time.Duration) {
+	ks.timerGen++
+	ks.deadline = at
+	heap.Push(&p.timers, timer{at: at, key: ks.key, gen: ks.timerGen})
+}
+
+func (p *Proposer) setCache(ks *keyState, b Ballot, v Value) {
+	ks.cacheOK = true
+	ks.cacheBallot = b
+	ks.cacheValue = v
+	if ks.lru != nil {
+		p.lru.MoveToFront(ks.lru)
+		return
+	}
+	ks.lru = p.lru.PushFront(ks)
+	p.cached++
+	for p.cached > p.cfg.MaxCachedKeys {
+		old := p.lru.Back().Value.(*keyState)
+		p.clearCache(old)
+		if old.cur == nil && p.keys[old.key] == old {
+			delete(p.keys, old.key)
+		}
+	}
+}
+
+func (p *Proposer) clearCache(ks *keyState) {
+	ks.cacheOK = false
+	ks.cacheValue = Value{}
+	if ks.lru != nil {
+		p.lru.Remove(ks.lru)
+		ks.lru = nil
+		p.cached--
+	}
+}
+
+func (p *Proposer) dropCaches() {
+	for e := p.lru.Front(); e != nil; {
+		nx := e.Next()
+		ks := e.Value.(*keyState)
+		p.clearCache(ks)
+		if ks.cur == nil && p.keys[ks.key] == ks {
+			delete(p.keys, ks.key)
+		}
+		e = nx
+	}
+}
+
+func (p *Proposer) outboxFor(id NodeID) *outbox {
+	ob := p.out[id]
+	if ob == nil {
+		ob = &outbox{}
+		p.out[id] = ob
+		p.outOrder = append(p.outOrder, id)
+		slices.Sort(p.outOrder)
+	}
+	return ob
+}
+
+// HasReady reports whether Ready would return anything.
+func (p *Proposer) HasReady() bool {
+	if len(p.results) > 0 {
+		return true
+	}
+	for _, ob := range p.out {
+		if len(ob.prepare)+len(ob.accept)+len(ob.erase) > 0 || ob.raise {
+			return true
+		}
+	}
+	return false
+}
+
+// Ready returns the messages to send (at most MaxBatchItems items each,
+// one batch per acceptor and type) and the finished results.
+func (p *Proposer) Ready() ([]Message, []Result) {
+	var msgs []Message
+	for _, id := range p.outOrder {
+		ob := p.out[id]
+		msgs = p.appendBatches(msgs, MsgPrepare, id, ob.prepare)
+		msgs = p.appendBatches(msgs, MsgAccept, id, ob.accept)
+		msgs = p.appendBatches(msgs, MsgErase, id, ob.erase)
+		if ob.raise {
+			msgs = append(msgs, Message{Type: MsgRaiseAge, From: p.cfg.ID, To: id, Age: p.age})
+		}
+		ob.prepare, ob.accept, ob.erase, ob.raise = ob.prepare[:0], ob.accept[:0], ob.erase[:0], false
+	}
+	res := p.results
+	p.results = nil
+	return msgs, res
+}
+
+func (p *Proposer) appendBatches(msgs []Message, t MsgType, to NodeID, items []Item) []Message {
+	for len(items) > 0 {
+		n := min(len(items), p.cfg.MaxBatchItems)
+		batch := make([]Item, n)
+		copy(batch, items[:n])
+		msgs = append(msgs, Message{Type: t, From: p.cfg.ID, To: to, Age: p.age, Items: batch})
+		items = items[n:]
+	}
+	return msgs
+}
+
+func phaseName(ph phase) string {
+	switch ph {
+	case phasePrepare:
+		return "prepare"
+	case phaseAccept:
+		return "accept"
+	case phaseRaiseAge:
+		return "raise-age"
+	case phaseErase:
+		return "erase"
+	case phaseBackoff:
+		return "backoff"
+	}
+	return "idle"
+}
+
+type timer struct {
+	at  time.Duration
+	key string
+	gen uint64
+}
+
+// timerHeap orders timers by time, then key, so that ties resolve the same
+// way in every run.
+type timerHeap []timer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	if h[i].key != h[j].key {
+		return h[i].key < h[j].key
+	}
+	return h[i].gen < h[j].gen
+}
+func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
+}

@@ -1,0 +1,118 @@
+package caspaxos
+
+import (
+	"time"
+
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// ProposerConfig configures a Proposer. Defaults follow the paper's
+// production knobs (phase 1 500 ms, phase 2 1 s, 5 attempts, base 100 ms).
+type ProposerConfig struct {
+	// ID is the proposer's id; it breaks ballot ties, so it must be unique.
+	ID NodeID
+	// Age is the proposer's starting age. Acceptors fence proposers whose
+	// age is below their floor (raised by register GC); a fenced proposer
+	// adopts the floor it is told.
+	Age uint64
+	// Quorum is the acceptor configuration.
+	Quorum quorum.Config
+
+	Phase1Timeout time.Duration
+	Phase2Timeout time.Duration
+	// MaxAttempts bounds the rounds of one proposal before it reports
+	// ErrNoQuorum (or ErrUnknownOutcome).
+	MaxAttempts int
+
+	Backoff     BackoffKind
+	BackoffBase time.Duration
+	// BackoffMax caps one backoff delay.
+	BackoffMax time.Duration
+	// EMAAlpha is the weight of a new phase-2 sample in the adaptive EMA.
+	EMAAlpha float64
+
+	// DisableFastPath turns off the one-round-trip path (the accept
+	// piggybacks the next promise and the proposer caches the value).
+	DisableFastPath bool
+
+	// MaxInFlight bounds the keys with an active proposal.
+	MaxInFlight int
+	// MaxQueuePerKey bounds proposals waiting behind the active one of a key.
+	MaxQueuePerKey int
+	// MaxBatchItems bounds the items of one outgoing message.
+	MaxBatchItems int
+	// MaxCachedKeys bounds the fast-path cache (least recently used go first).
+	MaxCachedKeys int
+	// MaxValueBytes bounds a value a change may produce.
+	MaxValueBytes int
+}
+
+// Default bounds and knobs.
+const (
+	DefaultPhase1Timeout  = 500 * time.Millisecond
+	DefaultPhase2Timeout  = time.Second
+	DefaultMaxAttempts    = 5
+	DefaultBackoffBase    = 100 * time.Millisecond
+	DefaultBackoffMax     = 10 * time.Second
+	DefaultEMAAlpha       = 0.2
+	DefaultMaxInFlight    = 65536
+	DefaultMaxQueuePerKey = 64
+	DefaultMaxBatchItems  = 512
+	DefaultMaxCachedKeys  = 1 << 20
+)
+
+// DefaultProposerConfig returns the paper's defaults for proposer id over q.
+func DefaultProposerConfig(id NodeID, q quorum.Config) ProposerConfig {
+	return ProposerConfig{
+		ID:             id,
+		Quorum:         q,
+		Phase1Timeout:  DefaultPhase1Timeout,
+		Phase2Timeout:  DefaultPhase2Timeout,
+		MaxAttempts:    DefaultMaxAttempts,
+		Backoff:        BackoffAdaptive,
+		BackoffBase:    DefaultBackoffBase,
+		BackoffMax:     DefaultBackoffMax,
+		EMAAlpha:       DefaultEMAAlpha,
+		MaxInFlight:    DefaultMaxInFlight,
+		MaxQueuePerKey: DefaultMaxQueuePerKey,
+		MaxBatchItems:  DefaultMaxBatchItems,
+		MaxCachedKeys:  DefaultMaxCachedKeys,
+		MaxValueBytes:  MaxValueBytes,
+	}
+}
+
+// Validate checks every field and the relations between them.
+func (c ProposerConfig) Validate() error {
+	switch {
+	case c.ID == 0:
+		return configErr("ID", "must be non-zero (zero is the null ballot's owner)")
+	case c.Phase1Timeout <= 0:
+		return configErr("Phase1Timeout", "must be positive, got %v", c.Phase1Timeout)
+	case c.Phase2Timeout <= 0:
+		return configErr("Phase2Timeout", "must be positive, got %v", c.Phase2Timeout)
+	case c.MaxAttempts < 1 || c.MaxAttempts > 64:
+		return configErr("MaxAttempts", "must be in [1, 64], got %d", c.MaxAttempts)
+	case c.Backoff > BackoffNone:
+		return configErr("Backoff", "unknown kind %d", c.Backoff)
+	case c.Backoff != BackoffNone && c.BackoffBase <= 0:
+		return configErr("BackoffBase", "must be positive, got %v", c.BackoffBase)
+	case c.Backoff != BackoffNone && c.BackoffMax < c.BackoffBase:
+		return configErr("BackoffMax", "%v is below BackoffBase %v", c.BackoffMax, c.BackoffBase)
+	case c.Backoff == BackoffAdaptive && (c.EMAAlpha <= 0 || c.EMAAlpha > 1):
+		return configErr("EMAAlpha", "must be in (0, 1], got %v", c.EMAAlpha)
+	case c.MaxInFlight < 1:
+		return configErr("MaxInFlight", "must be at least 1, got %d", c.MaxInFlight)
+	case c.MaxQueuePerKey < 0:
+		return configErr("MaxQueuePerKey", "must not be negative, got %d", c.MaxQueuePerKey)
+	case c.MaxBatchItems < 1:
+		return configErr("MaxBatchItems", "must be at least 1, got %d", c.MaxBatchItems)
+	case c.MaxCachedKeys < 0:
+		return configErr("MaxCachedKeys", "must not be negative, got %d", c.MaxCachedKeys)
+	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValueBytes:
+		return configErr("MaxValueBytes", "must be in [1, %d], got %d", MaxValueBytes, c.MaxValueBytes)
+	}
+	if err := c.Quorum.Validate(); err != nil {
+		return configErr("Quorum", "%v", err)
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+package caspaxos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/quorum"
+)
+
+func TestProposerCommitsAndTakesFastPath(t *testing.T) {
+	c := newCluster(t, 3, 1)
+	r := c.do(1, "k", CAS(0, []byte("a")))
+	require.NoError(t, r.Err)
+	assert.Equal(t, Value{Version: 1, Data: []byte("a")}, r.Value)
+	assert.False(t, r.FastPath)
+	assert.Equal(t, 3, countType(c.sent, MsgPrepare), "first change runs phase 1")
+
+	c.sent = nil
+	r = c.do(1, "k", CAS(1, []byte("b")))
+	require.NoError(t, r.Err)
+	assert.True(t, r.FastPath)
+	assert.Equal(t, Value{Version: 2, Data: []byte("b")}, r.Value)
+	assert.Equal(t, 0, countType(c.sent, MsgPrepare), "cached promise skips phase 1")
+	assert.Equal(t, 3, countType(c.sent, MsgAccept))
+
+	r = c.do(1, "k", Read())
+	require.NoError(t, r.Err)
+	assert.Equal(t, uint64(2), r.Value.Version)
+	st := c.proposers[1].Stats()
+	assert.Equal(t, uint64(3), st.Commits)
+	assert.Equal(t, uint64(2), st.FastPath)
+}
+
+func TestProposerRefusedChangeReportsCommittedValue(t *testing.T) {
+	c := newCluster(t, 3, 1)
+	require.NoError(t, c.do(1, "k", CAS(0, []byte("a"))).Err)
+	r := c.do(1, "k", CAS(7, []byte("z")))
+	var mm *VersionMismatchError
+	require.ErrorAs(t, r.Err, &mm)
+	assert.ErrorIs(t, r.Err, ErrVersionMismatch)
+	assert.Equal(t, uint64(7), mm.Expected)
+	assert.Equal(t, Value{Version: 1, Data: []byte("a")}, mm.Current)
+	assert.Equal(t, mm.Current, r.Value)
+
+	r = c.do(1, "k", InitIfAbsent([]byte("b")))
+	assert.ErrorIs(t, r.Err, ErrExists)
+}
+
+func TestProposerCompetingProposersStaySafe(t *testing.T) {
+	c := newCluster(t, 3, 1, 2)
+	require.NoError(t, c.do(1, "k", CAS(0, []byte("p1"))).Err)
+	// p2 overtakes with a higher ballot; p1's cached promise is now stale.
+	require.NoError(t, c.do(2, "k", CAS(1, []byte("p2"))).Err)
+	r := c.do(1, "k", CAS(1, []byte("p1-again")))
+	require.ErrorIs(t, r.Err, ErrVersionMismatch, "p1 must see p2's write, not its own cache")
+	assert.Equal(t, []byte("p2"), r.Value.Data)
+	assert.GreaterOrEqual(t, c.proposers[1].Stats().NAKs, uint64(1))
+	r = c.do(1, "k", CAS(2, []byte("p1-3")))
+	require.NoError(t, r.Err)
+	assert.Equal(t, uint64(3), r.Value.Version)
+}
+
+func TestProposerGivesUpWithoutQuorum(t *testing.T) {
+	c := newCluster(t, 3, 1)
+	c.drop = func(m Message) bool { return m.To != 101 && m.From != 101 } // only one acceptor reachable
+	r := c.do(1, "k", Read())
+	require.ErrorIs(t, r.Err, ErrNoQuorum)
+	assert.ErrorIs(t, r.Err, ErrTimeout)
+	assert.NotErrorIs(t, r.Err, ErrUnknownOutcome, "a read never has an unknown outcome")
+	assert.Equal(t, DefaultMaxAttempts, r.Attempts)
+	assert.Equal(t, uint64(DefaultMaxAttempts), c.proposers[1].Stats().Timeouts)
+}
+
+func TestProposerUnknownOutcomeWhenAcceptMayHaveLanded(t *testing.T) {
+	c := newCluster(t, 3, 1)
+	// Accepts reach every acceptor but no accept reply comes back.
+	c.drop = func(m Message) bool { return m.Type == MsgAcceptReply }
+	r := c.do(1, "k", CAS(0, []byte("a")))
+	require.ErrorIs(t, r.Err, ErrUnknownOutcome)
+	assert.Equal(t, uint64(1), c.proposers[1].Stats().Unknown)
+	c.drop = nil
+	r = c.do(1, "k", Read())
+	require.NoError(t, r.Err)
+	assert.Equal(t, []byte("a"), r.Value.Data, "the write did land")
+}
+
+func TestProposerRecoversItsOwnValueInsteadOfReapplying(t *testing.T) {
+	c := newCluster(t, 3, 1)
+	// The first accept round lands but its replies are lost once; the retry
+	// finds its own ballot's value and finishes committing it, instead of
+	// reporting a version mismatch against its own write.
+	lost := false
+	c.drop = func(m Message) bool {
+		if m.Type == MsgAcceptReply && !lost {
+			if m.From == 103 {
+				lost = true
+			}
+			return true
+		}
+		return false
+	}
+	r := c.do(1, "k", CAS(0, []byte("a")))
+	require.NoError(t, r.Err)
+	assert.Equal(t, Value{Version: 1, Data: []byte("a")}, r.Value)
+	assert.Equal(t, 2, r.Attempts)
+}
+
+func TestProposerBounds(t *testing.T) {
+	c := newCluster(t, 3)
+	cfg := DefaultProposerConfig(1, quorum.MajorityConfig(101, 102, 103))
+	cfg.MaxQueuePerKey = 1
+	cfg.MaxInFlight = 2
+	p, err := NewProposer(cfg, rand.New(rand.NewPCG(1, 1)))
+	require.NoError(t, err)
+	c.proposers[1] = p
+	require.NoError(t, p.Propose(0, 1, "a", Read()))
+	require.NoError(t, p.Propose(0, 2, "a", Read()), "one may queue")
+	require.ErrorIs(t, p.Propose(0, 3, "a", Read()), ErrKeyBusy)
+	require.NoError(t, p.Propose(0, 4, "b", Read()))
+	require.ErrorIs(t, p.Propose(0, 5, "c", Read()), ErrOverloaded)
+	require.ErrorIs(t, p.Propose(0, 6, string(make([]byte, MaxKeyBytes+1)), Read()), ErrKeyTooLarge)
+	c.run()
+	require.Len(t, c.results[1], 3)
+	for _, r := range c.results[1] {
+		require.NoError(t, r.Err)
+	}
+	assert.Equal(t, 0, p.InFlight())
+	big := ChangeFunc(func(cur Value) (Value, error) { return cur.Next(make([]byte, MaxValueBytes+1)), nil })
+	r := c.do(1, "a", big)
+	assert.ErrorIs(t, r.Err, ErrValueTooLarge)
+	bad := ChangeFunc(func(cur Value) (Value, error) { return Value{Version: cur.Version + 5}, nil })
+	assert.ErrorIs(t, c.do(1, "a", bad).Err, ErrBadChange)
+}
+
+func TestProposerBatchesKeysPerAcceptor(t *testing.T) {
+	cfg := DefaultProposerConfig(1, quorum.MajorityConfig(101, 102, 103))
+	cfg.MaxBatchItems = 40
+	p, err := NewProposer(cfg, rand.New(rand.NewPCG(1, 1)))
+	require.NoError(t, err)
+	for i := 0; i < 100; i++ {
+		require.NoError(t, p.Propose(0, RequestID(i), fmt.Sprintf("k%03d", i), InitIfAbsent([]byte("x"))))
+	}
+	msgs, _ := p.Ready()
+	require.Len(t, msgs, 9, "3 acceptors x ceil(100/40) prepare batches")
+	for _, m := range msgs {
+		assert.Equal(t, MsgPrepare, m.Type)
+		assert.LessOrEqual(t, len(m.Items), 40)
+	}
+}
+
+func TestProposerFencedByAgeAdoptsAndRetries(t *testing.T) {
+	c := newCluster(t, 3, 1)
+	for _, id := range sortedIDs(c.acceptors) {
+		require.NoError(t, c.acceptors[id].Step(Message{Type: MsgRaiseAge, From: 9, To: id, Age: 4}))
+		batch, _ := c.acceptors[id].Ready()
+		require.NoError(t, c.stores[id].Apply(batch))
+	}
+	r := c.do(1, "k", CAS(0, []byte("a")))
+	require.NoError(t, r.Err)
+	assert.Equal(t, uint64(4), c.proposers[1].Age())
+	assert.Equal(t, 2, r.Attempts)
+	assert.Equal(t, uint64(1), c.proposers[1].Stats().Fenced)
+}
+
+func TestEraseLifecycle(t *testing.T) {
+	c := newCluster(t, 3, 1, 2)
+	require.NoError(t, c.do(1, "k", CAS(0, []byte("a"))).Err)
+	require.NoError(t, c.do(2, "k", Read()).Err) // p2 now caches a promise for k
+	require.ErrorIs(t, c.do(1, "k", Erase0()).Err, ErrExists, "a live register is not erased")
+
+	require.NoError(t, c.do(1, "k", Delete(0)).Err)
+	r := c.do(1, "k", Erase0())
+	require.NoError(t, r.Err)
+	for _, id := range sortedIDs(c.acceptors) {
+		_, ok := c.acceptors[id].Get("k")
+		assert.False(t, ok, "acceptor %d still holds k", id)
+		assert.Equal(t, c.proposers[1].Age(), c.acceptors[id].AgeFloor())
+	}
+	// Erase is idempotent.
+	require.NoError(t, c.do(1, "k", Erase0()).Err)
+
+	// p2's cached promise predates the erase: it is fenced, falls back to
+	// two phases and sees an absent register.
+	r = c.do(2, "k", Read())
+	require.NoError(t, r.Err)
+	assert.False(t, r.Value.Exists())
+	assert.Equal(t, uint64(0), r.Value.Version)
+	r = c.do(2, "k", InitIfAbsent([]byte("new")))
+	require.NoError(t, r.Err)
+	assert.Equal(t, uint64(1), r.Value.Version)
+}
+
+// Erase0 adapts Proposer.Erase to the harness's change-based do().
+func Erase0() Change { return eraseMarker{} }
+
+type eraseMarker struct{ readChange }
+
+func TestProposerConfigValidation(t *testing.T) {
+	good := DefaultProposerConfig(1, quorum.MajorityConfig(1, 2, 3))
+	require.NoError(t, good.Validate())
+	cases := map[string]func(*ProposerConfig){
+		"ID":            func(c *ProposerConfig) { c.ID = 0 },
+		"Phase1Timeout": func(c *ProposerConfig) { c.Phase1Timeout = 0 },
+		"Phase2Timeout": func(c *ProposerConfig) { c.Phase2Timeout = -1 },
+		"MaxAttempts":   func(c *ProposerConfig) { c.MaxAttempts = 0 },
+		"BackoffBase":   func(c *ProposerConfig) { c.BackoffBase = 0 },
+		"BackoffMax":    func(c *ProposerConfig) { c.BackoffMax = time.Millisecond },
+		"EMAAlpha":      func(c *ProposerConfig) { c.EMAAlpha = 1.5 },
+		"MaxInFlight":   func(c *ProposerConfig) { c.MaxInFlight = 0 },
+		"MaxBatchItems": func(c *ProposerConfig) { c.MaxBatchItems = 0 },
+		"Quorum":        func(c *ProposerConfig) { c.Quorum = quorum.Config{} },
+		"MaxValueBytes": func(c *ProposerConfig) { c.MaxValueBytes = MaxValueBytes + 1 },
+	}
+	for field, mutate := range cases {
+		t.Run(field, func(t *testing.T) {
+			cfg := good
+			mutate(&cfg)
+			err := cfg.Validate()
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), field)
+		})
+	}
+	_, err := NewProposer(good, nil)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+}
+
+func TestSetQuorumDropsFastPath(t *testing.T) {
+	c := newCluster(t, 3, 1)
+	require.NoError(t, c.do(1, "k", CAS(0, []byte("a"))).Err)
+	require.NoError(t, c.proposers[1].SetQuorum(quorum.MajorityConfig(101, 102, 103)))
+	r := c.do(1, "k", CAS(1, []byte("b")))
+	require.NoError(t, r.Err)
+	assert.False(t, r.FastPath, "a new configuration needs a fresh prepare quorum")
+	require.Error(t, c.proposers[1].SetQuorum(quorum.Config{}))
+}
+
