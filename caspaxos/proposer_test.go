@@ -238,4 +238,3 @@ func TestSetQuorumDropsFastPath(t *testing.T) {
 	assert.False(t, r.FastPath, "a new configuration needs a fresh prepare quorum")
 	require.Error(t, c.proposers[1].SetQuorum(quorum.Config{}))
 }
-

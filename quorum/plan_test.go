@@ -2,6 +2,8 @@ package quorum
 
 import (
 	"fmt"
+	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -306,4 +308,66 @@ func TestPlanWhyExplainsRescan(t *testing.T) {
 	assert.Equal(t, "add acceptor 5 to the accept set (3-of-{1,2,3,4,5}); prepare quorums are unchanged, so they still see every value while 5 starts receiving writes", steps[0].Why)
 	assert.Equal(t, "add acceptor 5 to the prepare set (3-of-{1,2,3,4,5}); rescan under the previous config first: "+
 		"prepare 3-of-{1,2,3,4,5} may miss a value accepted by only 2-of-{1,2,3,4}, which earlier prepare 3-of-{1,2,3,4} was guaranteed to see", steps[1].Why)
+}
+
+// TestDeriveMatchesCheckerOnRandomWalks drives the rescan derivation with
+// arbitrary sequences of valid configs over four acceptors (not just
+// single-acceptor steps): when derive refuses, no choice of rescans makes the
+// sequence safe; when it accepts, the brute-force checker agrees and every
+// rescan it asked for is needed.
+func TestDeriveMatchesCheckerOnRandomWalks(t *testing.T) {
+	bf := newBruteForce(4)
+	var cfgs []bfConfig
+	for _, p := range bf.sets {
+		for _, a := range bf.sets {
+			if bf.intersects(p, a) {
+				cfgs = append(cfgs, bfConfig{p, a})
+			}
+		}
+	}
+	toConfig := func(c bfConfig) Config { return Config{Prepare: c.p.toSet(), Accept: c.a.toSet()} }
+	rng := rand.New(rand.NewPCG(1, 2))
+	accepted := 0
+	for range 20000 {
+		cur := cfgs[rng.IntN(len(cfgs))]
+		var moves []move
+		all := make([]bfStep, 0, 5)
+		// Bias the walk towards nearby configs so that many walks are safe.
+		prev := cur
+		for range 1 + rng.IntN(5) {
+			var next bfConfig
+			for {
+				next = cfgs[rng.IntN(len(cfgs))]
+				if bits.OnesCount8(next.p.mask^prev.p.mask)+bits.OnesCount8(next.a.mask^prev.a.mask) <= 1 {
+					break
+				}
+			}
+			moves = append(moves, move{cfg: toConfig(next), why: "walk"})
+			all = append(all, bfStep{cfg: next, rescan: true})
+			prev = next
+		}
+		steps, err := derive(toConfig(cur), moves)
+		if err != nil {
+			require.ErrorIs(t, err, ErrUnsafeTransition)
+			require.Error(t, bf.checkPlan(cur, all), "derive refused a walk that rescans make safe: %v", err)
+			continue
+		}
+		accepted++
+		assertPlanSafeRescans(t, bf, cur, steps)
+	}
+	assert.Greater(t, accepted, 2000, "walks should often be safe")
+}
+
+// assertPlanSafeRescans is assertPlanSafe without the shape checks.
+func assertPlanSafeRescans(t *testing.T, bf *bruteForce, cur bfConfig, steps []Step) {
+	t.Helper()
+	bsteps := fromSteps(steps)
+	require.NoError(t, bf.checkPlan(cur, bsteps), "\n%s", formatPlan(steps))
+	for i := range bsteps {
+		if bsteps[i].rescan {
+			bsteps[i].rescan = false
+			require.Error(t, bf.checkPlan(cur, bsteps), "step %d rescan not needed:\n%s", i, formatPlan(steps))
+			bsteps[i].rescan = true
+		}
+	}
 }
