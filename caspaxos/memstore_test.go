@@ -91,6 +91,12 @@ func TestMemoryStoreSnapshotAfterCrash(t *testing.T) {
 
 // BenchmarkApplyParallel measures the store's own overhead (lock, copies):
 // the ceiling the acceptor can reach when fsync costs nothing.
+//
+//	go test -run XXX -bench ApplyParallel -benchtime 2s -count 3 ./caspaxos/
+//
+// 2026-11-29, 2 cores, load average 10-12 from concurrent builds, 64
+// writers, 1-record batches (the key's fmt.Sprintf included): median
+// 1165 ns/op, 858k applies/s (range 420k-1.4M), 2 allocs/op.
 func BenchmarkApplyParallel(b *testing.B) {
 	s := caspaxos.NewMemoryStore()
 	var n atomic.Uint64

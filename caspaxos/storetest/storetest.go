@@ -50,7 +50,7 @@ func Run(t *testing.T, open Opener) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			h := &harness{t: t, open: open, dir: t.TempDir(), model: newModel()}
+			h := &harness{t: t, open: open, dir: t.TempDir(), model: NewHistory()}
 			h.s = open(t, h.dir)
 			t.Cleanup(func() { _ = h.s.Close() })
 			c.fn(t, h)
@@ -58,20 +58,20 @@ func Run(t *testing.T, open Opener) {
 	}
 }
 
-// harness keeps a store and a model of what it must hold.
+// harness keeps a store and the history of what it must hold.
 type harness struct {
 	t     *testing.T
 	open  Opener
 	dir   string
 	s     caspaxos.Store
-	model *model
+	model *History // the obviously-correct reference
 }
 
 // apply applies b to the store and, on success, to the model.
 func (h *harness) apply(b caspaxos.Batch) {
 	h.t.Helper()
 	require.NoError(h.t, h.s.Apply(b))
-	h.model.apply(b)
+	h.model.Apply(b)
 }
 
 // reopen closes the store cleanly and opens it again from the same dir.
@@ -86,7 +86,7 @@ func (h *harness) check() {
 	h.t.Helper()
 	st, err := h.s.Load()
 	require.NoError(h.t, err)
-	AssertState(h.t, h.model.state(), st)
+	AssertState(h.t, h.model.Latest(), st)
 }
 
 // checkBoth checks before and after a reopen: what a live store shows and
@@ -96,36 +96,6 @@ func (h *harness) checkBoth() {
 	h.check()
 	h.reopen()
 	h.check()
-}
-
-// model is the obviously-correct reference a store is compared with.
-type model struct {
-	records  map[string]caspaxos.Record
-	ageFloor uint64
-}
-
-func newModel() *model { return &model{records: make(map[string]caspaxos.Record)} }
-
-func (m *model) apply(b caspaxos.Batch) {
-	for _, r := range b.Put {
-		r.Value.Data = bytes.Clone(r.Value.Data)
-		m.records[r.Key] = r
-	}
-	for _, k := range b.Delete {
-		delete(m.records, k)
-	}
-	if b.AgeFloor != 0 {
-		m.ageFloor = b.AgeFloor
-	}
-}
-
-func (m *model) state() caspaxos.State {
-	st := caspaxos.State{AgeFloor: m.ageFloor}
-	for _, r := range m.records {
-		st.Records = append(st.Records, r)
-	}
-	sort.Slice(st.Records, func(i, j int) bool { return st.Records[i].Key < st.Records[j].Key })
-	return st
 }
 
 // AssertState asserts got equals want, treating nil and empty data (and
@@ -338,7 +308,7 @@ func testConcurrentApply(t *testing.T, h *harness) {
 	for w := range writers {
 		for i := range perWriter {
 			n := uint64(w*perWriter + i + 1)
-			h.model.apply(caspaxos.Batch{Put: []caspaxos.Record{
+			h.model.Apply(caspaxos.Batch{Put: []caspaxos.Record{
 				rec(fmt.Sprintf("w%02d/%d", w, i), n, fmt.Sprintf("data-%d", n)),
 				rec(fmt.Sprintf("w%02d/last", w), n, fmt.Sprintf("last-%d", i)),
 			}})
