@@ -37,6 +37,8 @@ var (
 	ErrValueTooLarge = errors.New("caspaxos: value too large")
 	// ErrCorrupt: stored or received bytes do not decode.
 	ErrCorrupt = errors.New("caspaxos: corrupt data")
+	// ErrStoreClosed: a Store was used after Close.
+	ErrStoreClosed = errors.New("caspaxos: store closed")
 )
 
 // VersionMismatchError reports the value a failed CAS found. The value is a

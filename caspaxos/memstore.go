@@ -1,16 +1,10 @@
 package caspaxos
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
 )
-
-// ErrStoreClosed is returned by a Store used after Close. It lives here,
-// beside the in-memory twin, because every Store implementation (the disk
-// stores in subpackages too) returns it, so callers can test one sentinel.
-var ErrStoreClosed = errors.New("caspaxos: store closed")
 
 // MemoryStore is the in-memory twin of the disk stores: same contract, no
 // disk. The deterministic simulator and unit tests use it so that acceptor
