@@ -1,0 +1,610 @@
+package failover
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fmnode/fmnode/progress"
+)
+
+// DecisionKind names what a decision does to the register.
+type DecisionKind uint8
+
+const (
+	// DecideNone: nothing to write (the steady state: zero register writes).
+	DecideNone DecisionKind = iota
+	// DecideFailover: ungraceful move of the write region to a live candidate.
+	DecideFailover
+	// DecideStartSwitchover: fence the write region and wait for the target.
+	DecideStartSwitchover
+	// DecideCompleteSwitchover: the target caught up; it becomes write region.
+	DecideCompleteSwitchover
+	// DecideAbortSwitchover: the target did not catch up in time; unfence.
+	DecideAbortSwitchover
+	// DecideSwitchoverFenced: the fenced write region records its final LSN.
+	DecideSwitchoverFenced
+	// DecideShrinkQuorum: drop a failed region from the write quorum.
+	DecideShrinkQuorum
+	// DecideGrowQuorum: add a caught-up region back to the write quorum.
+	DecideGrowQuorum
+	// DecidePause / DecideResume: operator maintenance switch.
+	DecidePause
+	DecideResume
+)
+
+func (k DecisionKind) String() string {
+	switch k {
+	case DecideNone:
+		return "none"
+	case DecideFailover:
+		return "failover"
+	case DecideStartSwitchover:
+		return "start-switchover"
+	case DecideCompleteSwitchover:
+		return "complete-switchover"
+	case DecideAbortSwitchover:
+		return "abort-switchover"
+	case DecideSwitchoverFenced:
+		return "switchover-fenced"
+	case DecideShrinkQuorum:
+		return "shrink-quorum"
+	case DecideGrowQuorum:
+		return "grow-quorum"
+	case DecidePause:
+		return "pause"
+	case DecideResume:
+		return "resume"
+	}
+	return fmt.Sprintf("DecisionKind(%d)", uint8(k))
+}
+
+// ReplicaEvidence is what the deciding node knows of one replica region.
+type ReplicaEvidence struct {
+	Region Region
+	// Live: the node hosting the replica is not declared failed.
+	Live bool
+	// Reported: Epoch, LastLSN and Fenced are known (recently reported).
+	Reported bool
+	Epoch    Epoch
+	LastLSN  LSN
+	// Fenced: the replica stopped accepting writes at Epoch.
+	Fenced bool
+	// InSync is reported by the write region for another region: the write
+	// region already counts it in its commit rule and it holds every
+	// committed LSN, so adding it to the write quorum loses nothing.
+	InSync bool
+	// HealthySince: the replica has been continuously live since then.
+	HealthySince time.Duration
+}
+
+// Evidence is everything a decision looks at besides the state. Liveness
+// enters here as events (simulated heartbeats in sim, memberlist in the
+// daemon), never as per-partition register writes.
+type Evidence struct {
+	Now time.Duration
+	// Proposer is the region of the deciding node (recorded in history).
+	Proposer Region
+	// WriteRegionFailed: a quorum of observer regions declared the write
+	// region's node failed, or it is gray-failed (alive, commit LSN stalled
+	// while clients report errors). FailureWhy says which, with the votes.
+	WriteRegionFailed bool
+	FailureWhy        string
+	Replicas          []ReplicaEvidence
+	// GlobalPause suppresses automatic failover on every partition.
+	GlobalPause       bool
+	GlobalPauseReason string
+}
+
+// Replica returns the evidence for region r.
+func (ev Evidence) Replica(r Region) (ReplicaEvidence, bool) {
+	for _, x := range ev.Replicas {
+		if x.Region == r {
+			return x, true
+		}
+	}
+	return ReplicaEvidence{}, false
+}
+
+// Candidate is one region considered for promotion, with its rank and the
+// reason it is or is not eligible.
+type Candidate struct {
+	Region   Region
+	Eligible bool
+	Why      string
+	Priority int
+	Epoch    Epoch
+	LastLSN  LSN
+	// LagOps is how far behind the best-known progress it is.
+	LagOps uint64
+}
+
+// Decision is the outcome of Decide: the next state to write (if any), the
+// reasons, the candidate ranking and any action a policy suppressed.
+type Decision struct {
+	Kind DecisionKind
+	// Next is the state to compare-and-set; nil when nothing is written.
+	Next   *State
+	Target Region
+	// Reasons explain the decision (or the absence of one).
+	Reasons []string
+	// Suppressed names the policy that blocked an action the evidence
+	// called for (pause, hysteresis, no candidate, minimum durability).
+	Suppressed string
+	// Candidates is the ranking a failover or switchover looked at.
+	Candidates []Candidate
+	// Divergence tells a promoted candidate what it must set aside.
+	Divergence progress.Divergence
+	// RetryAt, when non-zero, is when the decision may change by the
+	// passage of time alone (hold-off expiry, switchover timeout).
+	RetryAt time.Duration
+}
+
+func (d *Decision) because(format string, args ...any) {
+	d.Reasons = append(d.Reasons, fmt.Sprintf(format, args...))
+}
+
+// Decide is the pure heart of failover: from a partition's state and the
+// current evidence it computes what, if anything, to write to the
+// register. The caller compares-and-sets Next against the version the state
+// was read at; on a conflict it decides again from the fresh state, so at
+// most one of the competing decisions takes effect.
+func Decide(cfg Config, s State, ev Evidence) Decision {
+	var d Decision
+	if ev.WriteRegionFailed {
+		return decideFailover(cfg, s, ev)
+	}
+	if s.Phase == PhaseSwitchover {
+		return decideSwitchover(cfg, s, ev)
+	}
+	if d, ok := decideQuorumChange(cfg, s, ev); ok {
+		return d
+	}
+	if cfg.AutoFailback {
+		fb, ok := decideFailback(cfg, s, ev)
+		if ok {
+			return fb
+		}
+		d.RetryAt = fb.RetryAt
+	}
+	d.because("write region %s healthy at epoch %d", s.WriteRegion, s.Epoch)
+	return d
+}
+
+// suppressedBy returns the automatic-action policy in force, if any.
+func suppressedBy(cfg Config, s State, now time.Duration) (string, time.Duration) {
+	switch {
+	case s.Paused:
+		return "paused: " + s.PauseReason, 0
+	case now < s.HoldOffUntil:
+		return fmt.Sprintf("hysteresis: %d failovers within %v, hold-off until %v",
+			recentFailovers(cfg, s, now), cfg.FlapWindow, s.HoldOffUntil), s.HoldOffUntil
+	}
+	return "", 0
+}
+
+func recentFailovers(cfg Config, s State, now time.Duration) int {
+	n := 0
+	for _, t := range s.Failovers {
+		if now-t <= cfg.FlapWindow {
+			n++
+		}
+	}
+	return n
+}
+
+// Rank orders the candidates for the write region. Under strong
+// consistency every member of the write quorum holds every acknowledged
+// write, so priority decides and progress breaks ties; under weaker levels
+// the highest progress loses the least, so progress decides first.
+func Rank(s State, ev Evidence, exclude Region) []Candidate {
+	var best LSN
+	for _, r := range ev.Replicas {
+		if r.Reported && r.LastLSN > best {
+			best = r.LastLSN
+		}
+	}
+	var out []Candidate
+	for _, r := range s.Priority {
+		if r == exclude {
+			continue
+		}
+		c := Candidate{Region: r, Priority: s.PriorityOf(r)}
+		x, ok := ev.Replica(r)
+		if ok && x.Reported {
+			c.Epoch, c.LastLSN = x.Epoch, x.LastLSN
+			c.LagOps = uint64(best - x.LastLSN)
+		}
+		switch {
+		case !ok || !x.Live:
+			c.Why = "down"
+		case slices.Contains(s.NeverPromote, r):
+			c.Why = "never-promote"
+		case s.Consistency == Strong && !s.WriteQuorum.IsMember(r):
+			c.Why = "not in the write quorum: may miss acknowledged writes"
+		case !x.Reported && s.Consistency != Strong:
+			c.Why = "progress unknown"
+		case x.Epoch > s.Epoch:
+			c.Why = fmt.Sprintf("reports epoch %d above the state's %d (state is stale)", x.Epoch, s.Epoch)
+		case !x.Reported:
+			// Every member holds every acknowledged write, so under strong
+			// consistency a member is eligible before its progress is known;
+			// it reports its position itself when it promotes.
+			c.Eligible = true
+			c.Why = "live write-quorum member (progress reported by itself)"
+		default:
+			c.Eligible = true
+			c.Why = fmt.Sprintf("live, epoch %d, LSN %d, lag %d", x.Epoch, x.LastLSN, c.LagOps)
+		}
+		out = append(out, c)
+	}
+	progressFirst := s.Consistency != Strong
+	slices.SortStableFunc(out, func(a, b Candidate) int {
+		if a.Eligible != b.Eligible {
+			if a.Eligible {
+				return -1
+			}
+			return 1
+		}
+		if progressFirst && a.LastLSN != b.LastLSN {
+			if a.LastLSN > b.LastLSN {
+				return -1
+			}
+			return 1
+		}
+		if a.Priority != b.Priority {
+			return a.Priority - b.Priority
+		}
+		switch {
+		case a.LastLSN > b.LastLSN:
+			return -1
+		case a.LastLSN < b.LastLSN:
+			return 1
+		}
+		return strings.Compare(string(a.Region), string(b.Region))
+	})
+	return out
+}
+
+func decideFailover(cfg Config, s State, ev Evidence) Decision {
+	d := Decision{}
+	d.because("write region %s failed: %s", s.WriteRegion, ev.FailureWhy)
+	d.Candidates = Rank(s, ev, s.WriteRegion)
+	if ev.GlobalPause {
+		d.Suppressed = "global pause: " + ev.GlobalPauseReason
+		return d
+	}
+	if why, until := suppressedBy(cfg, s, ev.Now); why != "" {
+		d.Suppressed, d.RetryAt = why, until
+		return d
+	}
+	for _, c := range d.Candidates {
+		if !c.Eligible {
+			continue
+		}
+		if x, _ := ev.Replica(c.Region); !x.Reported {
+			// Only the candidate knows its position: it promotes itself.
+			// Others back it up after a stagger (see Manager).
+			d.Kind, d.Target = DecideFailover, c.Region
+			d.because("%s should promote itself (%s)", c.Region, c.Why)
+			return d
+		}
+		next, div, err := promote(cfg, s, ev, c, DecideFailover)
+		if err != nil {
+			d.because("candidate %s rejected: %v", c.Region, err)
+			continue
+		}
+		// Hysteresis: a partition that keeps failing over waits longer
+		// each time instead of being blocked blindly.
+		kept := next.Failovers[:0]
+		for _, t := range next.Failovers {
+			if ev.Now-t <= cfg.FlapWindow {
+				kept = append(kept, t)
+			}
+		}
+		next.Failovers = append(kept, ev.Now)
+		if over := len(next.Failovers) - MaxFlapRecords; over > 0 {
+			next.Failovers = slices.Delete(next.Failovers, 0, over)
+		}
+		if n := len(next.Failovers); n >= 2 {
+			hold := cfg.HoldOffBase << min(n-2, 30)
+			if hold > cfg.HoldOffMax || hold < 0 {
+				hold = cfg.HoldOffMax
+			}
+			next.HoldOffUntil = ev.Now + hold
+			d.because("hold-off %v after %d failovers within %v", hold, n, cfg.FlapWindow)
+		}
+		d.Kind, d.Next, d.Target, d.Divergence = DecideFailover, &next, c.Region, div
+		d.because("promote %s (%s)", c.Region, c.Why)
+		return d
+	}
+	d.Suppressed = "no candidate qualifies: " + candidateSummary(d.Candidates)
+	return d
+}
+
+func candidateSummary(cs []Candidate) string {
+	if len(cs) == 0 {
+		return "no other region"
+	}
+	parts := make([]string, 0, len(cs))
+	for _, c := range cs {
+		parts = append(parts, fmt.Sprintf("%s: %s", c.Region, c.Why))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// promote builds the state in which candidate c is write region at the
+// next epoch, starting after its common LSN with the lineage.
+func promote(cfg Config, s State, ev Evidence, c Candidate, kind DecisionKind) (State, progress.Divergence, error) {
+	next := s.Clone()
+	epoch := s.Epoch + 1
+	tbl, div, err := s.Table.Promote(epoch, string(c.Region), c.Epoch, c.LastLSN)
+	if err != nil {
+		return State{}, div, err
+	}
+	// The write quorum keeps the live members and the new write region;
+	// the old write region rejoins once it has caught up.
+	wq := s.WriteQuorum
+	wq.WriteRegion = c.Region
+	wq.Members = nil
+	for _, r := range s.WriteQuorum.Replicas {
+		x, ok := ev.Replica(r)
+		if r == c.Region || (r != s.WriteRegion && ok && x.Live && s.WriteQuorum.IsMember(r)) {
+			wq.Members = append(wq.Members, r)
+		}
+	}
+	if len(wq.Members) < wq.MinDurability {
+		return State{}, div, fmt.Errorf("only %d live write-quorum members, minimum durability %d", len(wq.Members), wq.MinDurability)
+	}
+	if err := wq.Validate(); err != nil {
+		return State{}, div, err
+	}
+	if old, ok := ev.Replica(s.WriteRegion); ok && old.Reported {
+		next.setProgress(RegionProgress{Region: s.WriteRegion, Epoch: old.Epoch, LSN: old.LastLSN})
+	}
+	next.setProgress(RegionProgress{Region: c.Region, Epoch: epoch, LSN: div.CommonLSN})
+	next.Epoch = epoch
+	next.WriteRegion = c.Region
+	next.WriteQuorum = wq
+	next.Table = tbl
+	next.Phase = PhaseSteady
+	next.Target = ""
+	next.PhaseSince = ev.Now
+	next.SwitchoverLSN = 0
+	next.FenceRecorded = false
+	reason := fmt.Sprintf("%s; %s", ev.FailureWhy, c.Why)
+	if kind != DecideFailover {
+		reason = c.Why
+	}
+	next.record(cfg, Transition{Epoch: epoch, At: ev.Now, Kind: kind, From: s.WriteRegion, To: c.Region, Proposer: ev.Proposer, Reason: reason})
+	return next, div, nil
+}
+
+func decideSwitchover(cfg Config, s State, ev Evidence) Decision {
+	d := Decision{Target: s.Target}
+	old, _ := ev.Replica(s.WriteRegion)
+	tgt, _ := ev.Replica(s.Target)
+	deadline := s.PhaseSince + cfg.GracefulTimeout
+	switch {
+	case s.FenceRecorded && tgt.Live && tgt.Reported && tgt.Epoch == s.Epoch && tgt.LastLSN >= s.SwitchoverLSN:
+		next := s.Clone()
+		epoch := s.Epoch + 1
+		tbl, err := s.Table.Open(epoch, string(s.Target), s.SwitchoverLSN)
+		if err != nil {
+			d.because("cannot open epoch %d: %v", epoch, err)
+			return d
+		}
+		next.Table = tbl
+		next.Epoch = epoch
+		next.WriteRegion = s.Target
+		next.WriteQuorum.WriteRegion = s.Target
+		if !next.WriteQuorum.IsMember(s.Target) {
+			next.WriteQuorum.Members = append(next.WriteQuorum.Members, s.Target)
+			slices.Sort(next.WriteQuorum.Members)
+		}
+		next.Phase = PhaseSteady
+		next.Target = ""
+		next.PhaseSince = ev.Now
+		next.FenceRecorded = false
+		next.SwitchoverLSN = 0
+		next.setProgress(RegionProgress{Region: s.WriteRegion, Epoch: s.Epoch, LSN: s.SwitchoverLSN})
+		next.setProgress(RegionProgress{Region: s.Target, Epoch: epoch, LSN: s.SwitchoverLSN})
+		next.record(cfg, Transition{Epoch: epoch, At: ev.Now, Kind: DecideCompleteSwitchover, From: s.WriteRegion, To: s.Target,
+			Proposer: ev.Proposer, Reason: fmt.Sprintf("target holds every LSN up to %d", s.SwitchoverLSN)})
+		d.Kind, d.Next = DecideCompleteSwitchover, &next
+		d.because("%s fenced at LSN %d and %s caught up", s.WriteRegion, s.SwitchoverLSN, s.Target)
+	case ev.Now >= deadline:
+		next := s.Clone()
+		next.Phase = PhaseSteady
+		next.Target = ""
+		next.PhaseSince = ev.Now
+		next.FenceRecorded = false
+		next.SwitchoverLSN = 0
+		lag := "unknown"
+		if s.FenceRecorded && tgt.Reported && s.SwitchoverLSN >= tgt.LastLSN {
+			lag = fmt.Sprintf("%d ops", s.SwitchoverLSN-tgt.LastLSN)
+		}
+		next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideAbortSwitchover, From: s.WriteRegion, To: s.Target,
+			Proposer: ev.Proposer, Reason: fmt.Sprintf("target not caught up within %v (lag %s)", cfg.GracefulTimeout, lag)})
+		d.Kind, d.Next = DecideAbortSwitchover, &next
+		d.because("switchover to %s timed out after %v; unfence %s", s.Target, cfg.GracefulTimeout, s.WriteRegion)
+	case !s.FenceRecorded && ev.Proposer == s.WriteRegion && old.Reported && old.Fenced && old.Epoch == s.Epoch:
+		// The fenced write region records its final LSN: the target needs
+		// exactly that much before it may take over (RPO 0).
+		next := s.Clone()
+		next.FenceRecorded = true
+		next.SwitchoverLSN = old.LastLSN
+		d.Kind, d.Next = DecideSwitchoverFenced, &next
+		d.RetryAt = deadline
+		d.because("%s fenced at LSN %d; %s must reach it", s.WriteRegion, old.LastLSN, s.Target)
+	default:
+		d.RetryAt = deadline
+		switch {
+		case !s.FenceRecorded:
+			d.because("waiting for %s to fence", s.WriteRegion)
+		case !tgt.Live:
+			d.because("target %s is down; abort at %v", s.Target, deadline)
+		case tgt.Reported:
+			d.because("waiting for %s to catch up: at %d of %d", s.Target, tgt.LastLSN, s.SwitchoverLSN)
+		default:
+			d.because("waiting for %s to reach LSN %d", s.Target, s.SwitchoverLSN)
+		}
+	}
+	return d
+}
+
+// decideQuorumChange shrinks the write quorum when a member fails (so
+// strong writes continue while members >= minimum durability) and grows it
+// when a region is back in sync.
+func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
+	var d Decision
+	for _, r := range s.WriteQuorum.Members {
+		if r == s.WriteRegion {
+			continue
+		}
+		x, ok := ev.Replica(r)
+		if ok && x.Live {
+			continue
+		}
+		wq, err := s.WriteQuorum.Shrink(r)
+		if err != nil {
+			d.Suppressed = fmt.Sprintf("cannot drop failed region %s from the write quorum: %v", r, err)
+			d.because("write quorum %v keeps %s", s.WriteQuorum.Members, r)
+			return d, true
+		}
+		next := s.Clone()
+		next.WriteQuorum = wq
+		next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideShrinkQuorum, From: r, Proposer: ev.Proposer,
+			Reason: fmt.Sprintf("%s failed; write quorum now %v", r, wq.Members)})
+		d.Kind, d.Next, d.Target = DecideShrinkQuorum, &next, r
+		d.because("drop failed region %s from the write quorum", r)
+		return d, true
+	}
+	// Growth is decided where the write region's replica is: only it knows
+	// that a region already counts in its commit rule and holds every
+	// committed LSN.
+	if ev.Proposer != s.WriteRegion {
+		return d, false
+	}
+	for _, r := range s.WriteQuorum.Replicas {
+		if s.WriteQuorum.IsMember(r) {
+			continue
+		}
+		x, ok := ev.Replica(r)
+		if !ok || !x.Live || !x.InSync || x.Epoch != s.Epoch {
+			continue
+		}
+		wq, err := s.WriteQuorum.Grow(r, true)
+		if err != nil {
+			continue
+		}
+		next := s.Clone()
+		next.WriteQuorum = wq
+		next.setProgress(RegionProgress{Region: r, Epoch: x.Epoch, LSN: x.LastLSN})
+		next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideGrowQuorum, To: r, Proposer: ev.Proposer,
+			Reason: fmt.Sprintf("%s caught up at LSN %d; write quorum now %v", r, x.LastLSN, wq.Members)})
+		d.Kind, d.Next, d.Target = DecideGrowQuorum, &next, r
+		d.because("add caught-up region %s to the write quorum", r)
+		return d, true
+	}
+	return d, false
+}
+
+// decideFailback starts a graceful return to the preferred region once it
+// has been healthy and in the write quorum for FailbackAfter.
+func decideFailback(cfg Config, s State, ev Evidence) (Decision, bool) {
+	var d Decision
+	var pref Region
+	for _, r := range s.Priority {
+		if !slices.Contains(s.NeverPromote, r) {
+			pref = r
+			break
+		}
+	}
+	if pref == "" || pref == s.WriteRegion || !s.WriteQuorum.IsMember(pref) {
+		return d, false
+	}
+	x, ok := ev.Replica(pref)
+	if !ok || !x.Live || !x.Reported || x.Epoch != s.Epoch {
+		return d, false
+	}
+	if ev.Now-x.HealthySince < cfg.FailbackAfter {
+		d.RetryAt = x.HealthySince + cfg.FailbackAfter
+		return d, false
+	}
+	if why, until := suppressedBy(cfg, s, ev.Now); why != "" {
+		d.Suppressed, d.RetryAt = "failback to "+string(pref)+" "+why, until
+		d.because("preferred region %s healthy", pref)
+		return d, true
+	}
+	if ev.GlobalPause {
+		return d, false
+	}
+	next, err := startSwitchover(cfg, s, ev, pref, fmt.Sprintf("fail back to preferred region %s after %v of health", pref, ev.Now-x.HealthySince))
+	if err != nil {
+		return d, false
+	}
+	d.Kind, d.Next, d.Target = DecideStartSwitchover, &next, pref
+	d.because("fail back to preferred region %s", pref)
+	return d, true
+}
+
+func startSwitchover(cfg Config, s State, ev Evidence, target Region, reason string) (State, error) {
+	if s.Phase != PhaseSteady {
+		return State{}, fmt.Errorf("%w: a switchover to %s is already running", ErrRefused, s.Target)
+	}
+	if target == s.WriteRegion {
+		return State{}, fmt.Errorf("%w: %s is already the write region", ErrRefused, target)
+	}
+	if !slices.Contains(s.Priority, target) {
+		return State{}, fmt.Errorf("%w: %s hosts no replica of %s", ErrRefused, target, s.Partition)
+	}
+	if !s.WriteQuorum.IsMember(target) {
+		return State{}, fmt.Errorf("%w: %s is not in the write quorum %v (not caught up)", ErrRefused, target, s.WriteQuorum.Members)
+	}
+	if x, ok := ev.Replica(target); !ok || !x.Live {
+		return State{}, fmt.Errorf("%w: %s is down", ErrRefused, target)
+	}
+	next := s.Clone()
+	next.Phase = PhaseSwitchover
+	next.Target = target
+	next.PhaseSince = ev.Now
+	next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideStartSwitchover, From: s.WriteRegion, To: target,
+		Proposer: ev.Proposer, Reason: reason})
+	return next, nil
+}
+
+// ErrRefused: an operator request is not allowed in the current state.
+var ErrRefused = errors.New("failover: request refused")
+
+// RequestSwitchover is the operator's graceful switchover (also used by a
+// region drain). Pause does not block it: manual moves stay possible during
+// maintenance.
+func RequestSwitchover(cfg Config, s State, ev Evidence, target Region, reason string) (Decision, error) {
+	next, err := startSwitchover(cfg, s, ev, target, "operator: "+reason)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := Decision{Kind: DecideStartSwitchover, Next: &next, Target: target}
+	d.because("operator switchover to %s: %s", target, reason)
+	return d, nil
+}
+
+// RequestPause sets or clears the partition's pause flag.
+func RequestPause(cfg Config, s State, ev Evidence, paused bool, reason string) (Decision, error) {
+	if s.Paused == paused {
+		return Decision{Reasons: []string{"pause flag already " + fmt.Sprint(paused)}}, nil
+	}
+	next := s.Clone()
+	next.Paused = paused
+	next.PauseReason = reason
+	kind := DecidePause
+	if !paused {
+		kind = DecideResume
+		next.PauseReason = ""
+	}
+	next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: kind, Proposer: ev.Proposer, Reason: "operator: " + reason})
+	return Decision{Kind: kind, Next: &next, Reasons: []string{kind.String() + ": " + reason}}, nil
+}

@@ -1,0 +1,322 @@
+package failover
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var regions = []Region{"east", "west", "north"}
+
+func newTestState(t *testing.T, c Consistency) State {
+	t.Helper()
+	s, err := NewState("p-1", "east", regions, c, 1)
+	require.NoError(t, err)
+	return s
+}
+
+// healthy returns evidence in which every region is live and reported.
+func healthy(now time.Duration, proposer Region, lsn map[Region]LSN) Evidence {
+	ev := Evidence{Now: now, Proposer: proposer}
+	for _, r := range regions {
+		x := ReplicaEvidence{Region: r, Live: true, HealthySince: 0}
+		if l, ok := lsn[r]; ok {
+			x.Reported, x.Epoch, x.LastLSN = true, 1, l
+		}
+		ev.Replicas = append(ev.Replicas, x)
+	}
+	return ev
+}
+
+func withDown(ev Evidence, down ...Region) Evidence {
+	for i := range ev.Replicas {
+		for _, d := range down {
+			if ev.Replicas[i].Region == d {
+				ev.Replicas[i].Live = false
+			}
+		}
+	}
+	return ev
+}
+
+func failed(ev Evidence) Evidence {
+	ev.WriteRegionFailed = true
+	ev.FailureWhy = "lease lapsed"
+	return withDown(ev, "east")
+}
+
+func TestDecideSteadyStateWritesNothing(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	d := Decide(cfg, s, healthy(time.Minute, "west", map[Region]LSN{"west": 10}))
+	assert.Equal(t, DecideNone, d.Kind)
+	assert.Nil(t, d.Next)
+	assert.Empty(t, d.Suppressed)
+}
+
+func TestDecideFailoverPromotesBestMember(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	// west is second in priority; it decides with its own progress.
+	ev := failed(healthy(time.Minute, "west", map[Region]LSN{"west": 40}))
+	d := Decide(cfg, s, ev)
+	require.Equal(t, DecideFailover, d.Kind)
+	require.NotNil(t, d.Next)
+	assert.Equal(t, Region("west"), d.Target)
+	n := d.Next
+	assert.Equal(t, Epoch(2), n.Epoch)
+	assert.Equal(t, Region("west"), n.WriteRegion)
+	assert.Equal(t, []Region{"north", "west"}, n.WriteQuorum.Members, "the failed write region leaves the quorum")
+	assert.Equal(t, LSN(40), n.Table.Current().StartLSN)
+	require.Len(t, n.History, 1)
+	assert.Equal(t, DecideFailover, n.History[0].Kind)
+	assert.Equal(t, Region("west"), n.History[0].Proposer)
+	assert.Contains(t, n.History[0].Reason, "lease lapsed")
+	require.NoError(t, n.Validate())
+	assert.Equal(t, []time.Duration{time.Minute}, n.Failovers)
+	assert.Zero(t, n.HoldOffUntil, "the first failover sets no hold-off")
+}
+
+func TestDecideFailoverWaitsForCandidateToPromoteItself(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	// north decides, but west ranks first: west must promote itself.
+	d := Decide(cfg, s, failed(healthy(time.Minute, "north", map[Region]LSN{"north": 40})))
+	assert.Equal(t, DecideFailover, d.Kind)
+	assert.Equal(t, Region("west"), d.Target)
+	assert.Nil(t, d.Next)
+	// When west is down too, north promotes itself.
+	d = Decide(cfg, s, withDown(failed(healthy(time.Minute, "north", map[Region]LSN{"north": 40})), "west"))
+	require.NotNil(t, d.Next)
+	assert.Equal(t, Region("north"), d.Target)
+}
+
+func TestDecideStrongNeverPromotesOutsideWriteQuorum(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	wq, err := s.WriteQuorum.Shrink("west")
+	require.NoError(t, err)
+	s.WriteQuorum = wq
+	ev := withDown(failed(healthy(time.Minute, "west", map[Region]LSN{"west": 99})), "north")
+	d := Decide(cfg, s, ev)
+	assert.Equal(t, DecideNone, d.Kind)
+	assert.Contains(t, d.Suppressed, "no candidate qualifies")
+	assert.Contains(t, d.Suppressed, "west: not in the write quorum")
+	assert.Contains(t, d.Suppressed, "north: down")
+	// Under eventual consistency the same region may be promoted.
+	s.Consistency = Eventual
+	d = Decide(cfg, s, ev)
+	require.NotNil(t, d.Next)
+	assert.Equal(t, Region("west"), d.Target)
+}
+
+func TestDecideWeakConsistencyRanksByProgress(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Session)
+	ev := failed(healthy(time.Minute, "north", map[Region]LSN{"west": 10, "north": 30}))
+	d := Decide(cfg, s, ev)
+	require.NotNil(t, d.Next)
+	assert.Equal(t, Region("north"), d.Target, "the highest progress loses the least")
+	assert.Equal(t, uint64(20), d.Candidates[1].LagOps)
+}
+
+func TestDecidePoliciesSuppressAutomaticFailover(t *testing.T) {
+	cfg := DefaultConfig()
+	ev := failed(healthy(time.Hour, "west", map[Region]LSN{"west": 1}))
+
+	s := newTestState(t, Strong)
+	s.Paused, s.PauseReason = true, "maintenance window"
+	d := Decide(cfg, s, ev)
+	assert.Nil(t, d.Next)
+	assert.Equal(t, "paused: maintenance window", d.Suppressed)
+
+	s = newTestState(t, Strong)
+	gev := ev
+	gev.GlobalPause, gev.GlobalPauseReason = true, "upgrade"
+	d = Decide(cfg, s, gev)
+	assert.Nil(t, d.Next)
+	assert.Contains(t, d.Suppressed, "global pause: upgrade")
+
+	s = newTestState(t, Strong)
+	s.HoldOffUntil = 2 * time.Hour
+	s.Failovers = []time.Duration{50 * time.Minute, 55 * time.Minute}
+	d = Decide(cfg, s, ev)
+	assert.Nil(t, d.Next)
+	assert.Contains(t, d.Suppressed, "hysteresis: 2 failovers")
+	assert.Equal(t, 2*time.Hour, d.RetryAt)
+}
+
+func TestDecideHysteresisGrowsExponentially(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	now := time.Hour
+	var holds []time.Duration
+	for i := 0; i < 4; i++ {
+		from, to := s.WriteRegion, Region("west")
+		if from == "west" {
+			to = "east"
+		}
+		ev := Evidence{Now: now, Proposer: to, WriteRegionFailed: true, FailureWhy: "flap"}
+		for _, r := range regions {
+			ev.Replicas = append(ev.Replicas, ReplicaEvidence{Region: r, Live: r != from, Reported: r == to, Epoch: s.Epoch, LastLSN: LSN(i)})
+		}
+		d := Decide(cfg, s, ev)
+		require.NotNil(t, d.Next, "failover %d: %v", i, d.Suppressed)
+		s = *d.Next
+		// The failed region is back in sync before the next flap.
+		s.WriteQuorum.Members = []Region{"east", "north", "west"}
+		holds = append(holds, s.HoldOffUntil-now)
+		if s.HoldOffUntil > now {
+			now = s.HoldOffUntil
+		}
+		now += time.Second
+	}
+	assert.Equal(t, []time.Duration{-time.Hour, time.Minute, 2 * time.Minute, 4 * time.Minute}, holds)
+}
+
+func TestDecideQuorumShrinkAndGrow(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	d := Decide(cfg, s, withDown(healthy(time.Minute, "east", map[Region]LSN{"east": 5}), "north"))
+	require.Equal(t, DecideShrinkQuorum, d.Kind)
+	assert.Equal(t, []Region{"east", "west"}, d.Next.WriteQuorum.Members)
+	s = *d.Next
+
+	// Minimum durability 2 refuses a further shrink, with the reason.
+	s.WriteQuorum.MinDurability = 2
+	d = Decide(cfg, s, withDown(healthy(time.Minute, "east", map[Region]LSN{"east": 5}), "north", "west"))
+	assert.Nil(t, d.Next)
+	assert.Contains(t, d.Suppressed, "cannot drop failed region west")
+
+	// Growth needs the write region's word that north is in sync.
+	ev := healthy(2*time.Minute, "east", map[Region]LSN{"east": 9, "north": 9})
+	assert.Equal(t, DecideNone, Decide(cfg, s, ev).Kind)
+	ev.Replicas[2].InSync = true // north
+	d = Decide(cfg, s, ev)
+	require.Equal(t, DecideGrowQuorum, d.Kind)
+	assert.Equal(t, []Region{"east", "north", "west"}, d.Next.WriteQuorum.Members)
+	ev.Proposer = "west"
+	assert.Equal(t, DecideNone, Decide(cfg, s, ev).Kind, "only the write region proposes growth")
+}
+
+func TestSwitchoverLifecycle(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	ev := healthy(time.Minute, "east", map[Region]LSN{"east": 50})
+	d, err := RequestSwitchover(cfg, s, ev, "west", "planned")
+	require.NoError(t, err)
+	s = *d.Next
+	assert.Equal(t, PhaseSwitchover, s.Phase)
+	_, err = RequestSwitchover(cfg, s, ev, "north", "again")
+	require.ErrorIs(t, err, ErrRefused)
+
+	// The write region has not fenced yet: wait.
+	d = Decide(cfg, s, ev)
+	assert.Nil(t, d.Next)
+	assert.Contains(t, d.Reasons[0], "waiting for east to fence")
+
+	// Fenced at 50: it records its final LSN.
+	ev.Replicas[0].Fenced = true
+	d = Decide(cfg, s, ev)
+	require.Equal(t, DecideSwitchoverFenced, d.Kind)
+	s = *d.Next
+	assert.Equal(t, LSN(50), s.SwitchoverLSN)
+
+	// The target is behind: wait; caught up: it completes.
+	tev := healthy(time.Minute+time.Second, "west", map[Region]LSN{"west": 49})
+	d = Decide(cfg, s, tev)
+	assert.Nil(t, d.Next)
+	assert.Contains(t, d.Reasons[0], "at 49 of 50")
+	tev = healthy(time.Minute+2*time.Second, "west", map[Region]LSN{"west": 50})
+	d = Decide(cfg, s, tev)
+	require.Equal(t, DecideCompleteSwitchover, d.Kind)
+	n := d.Next
+	assert.Equal(t, Epoch(2), n.Epoch)
+	assert.Equal(t, Region("west"), n.WriteRegion)
+	assert.Equal(t, LSN(50), n.Table.Current().StartLSN, "RPO 0: the new epoch starts at the fenced LSN")
+	assert.Equal(t, PhaseSteady, n.Phase)
+	require.NoError(t, n.Validate())
+}
+
+func TestSwitchoverAbortsAfterGracefulTimeout(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	d, err := RequestSwitchover(cfg, s, healthy(0, "east", nil), "west", "planned")
+	require.NoError(t, err)
+	s = *d.Next
+	d = Decide(cfg, s, healthy(cfg.GracefulTimeout, "north", nil))
+	require.Equal(t, DecideAbortSwitchover, d.Kind)
+	assert.Equal(t, PhaseSteady, d.Next.Phase)
+	assert.Equal(t, Region("east"), d.Next.WriteRegion)
+	assert.Equal(t, Epoch(1), d.Next.Epoch, "an aborted switchover keeps the epoch")
+	assert.Contains(t, d.Next.History[len(d.Next.History)-1].Reason, "not caught up within 1m0s")
+}
+
+func TestFailbackAfterSustainedHealth(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	d := Decide(cfg, s, failed(healthy(time.Minute, "west", map[Region]LSN{"west": 7})))
+	s = *d.Next
+	// east returns and rejoins the quorum; it has been healthy for 5 min.
+	s.WriteQuorum.Members = []Region{"east", "north", "west"}
+	ev := Evidence{Now: 20 * time.Minute, Proposer: "west"}
+	for _, r := range regions {
+		ev.Replicas = append(ev.Replicas, ReplicaEvidence{Region: r, Live: true, Reported: true, Epoch: 2, LastLSN: 9, HealthySince: 15 * time.Minute})
+	}
+	d = Decide(cfg, s, ev)
+	assert.Nil(t, d.Next)
+	assert.Equal(t, 25*time.Minute, d.RetryAt)
+	ev.Now = 25 * time.Minute
+	d = Decide(cfg, s, ev)
+	require.Equal(t, DecideStartSwitchover, d.Kind)
+	assert.Equal(t, Region("east"), d.Target)
+	cfg.AutoFailback = false
+	assert.Equal(t, DecideNone, Decide(cfg, s, ev).Kind)
+}
+
+func TestPauseRequest(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	d, err := RequestPause(cfg, s, healthy(0, "east", nil), true, "db upgrade")
+	require.NoError(t, err)
+	require.Equal(t, DecidePause, d.Kind)
+	assert.True(t, d.Next.Paused)
+	// Manual switchover still works while paused.
+	_, err = RequestSwitchover(cfg, *d.Next, healthy(0, "east", nil), "west", "manual")
+	require.NoError(t, err)
+	d, err = RequestPause(cfg, *d.Next, healthy(0, "east", nil), false, "done")
+	require.NoError(t, err)
+	assert.Equal(t, DecideResume, d.Kind)
+	assert.False(t, d.Next.Paused)
+}
+
+func TestExplainNamesCandidatesAndPolicy(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	wq, _ := s.WriteQuorum.Shrink("west")
+	s.WriteQuorum = wq
+	out := Explain(cfg, s, withDown(failed(healthy(time.Minute, "west", map[Region]LSN{"west": 3})), "north"))
+	assert.Contains(t, out, "write region east FAILED: lease lapsed")
+	assert.Contains(t, out, "west         eligible=no  priority=1 not in the write quorum")
+	assert.Contains(t, out, "BLOCKED by policy: no candidate qualifies")
+}
+
+func TestConfigValidation(t *testing.T) {
+	require.NoError(t, DefaultConfig().Validate())
+	require.NoError(t, FastConfig().Validate())
+	c := DefaultConfig()
+	c.LeaseDuration = c.HeartbeatInterval + c.MaxClockDrift
+	err := c.Validate()
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "LeaseDuration")
+	c = DefaultConfig()
+	c.HistoryLen = MaxHistory + 1
+	assert.ErrorContains(t, c.Validate(), "HistoryLen")
+	_, err = Profile("turbo")
+	assert.ErrorIs(t, err, ErrInvalidConfig)
+	fc, err := Profile("fast")
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, fc.LeaseDuration)
+}

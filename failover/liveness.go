@@ -1,0 +1,381 @@
+package failover
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// Region names a region; it is the quorum package's type.
+type Region = quorum.Region
+
+// NodeID identifies a node (a host of partition replicas and acceptors).
+type NodeID = quorum.ID
+
+// Node places a node in a region.
+type Node struct {
+	ID     NodeID
+	Region Region
+}
+
+// HeartbeatKind distinguishes the liveness messages.
+type HeartbeatKind uint8
+
+const (
+	// KindHeartbeat announces the sender is alive and carries its view.
+	KindHeartbeat HeartbeatKind = iota + 1
+	// KindHeartbeatAck answers a heartbeat; acks from a majority of the
+	// nodes outside the sender's region extend the sender's lease.
+	KindHeartbeatAck
+	// KindView carries a changed suspicion set at once, so that a quorum
+	// of observers agrees without waiting for the next heartbeat round.
+	KindView
+)
+
+// Heartbeat is the only liveness traffic: per node pair, never per
+// partition, so its cost does not grow with the number of partitions.
+type Heartbeat struct {
+	Kind HeartbeatKind
+	From NodeID
+	To   NodeID
+	// Seq numbers the sender's heartbeat rounds; acks echo it.
+	Seq uint64
+	// Suspects is the sender's view: the nodes it has not heard from for
+	// longer than the takeover delay (sorted).
+	Suspects []NodeID
+	// ViewSeq numbers the sender's views, so a reordered older view never
+	// replaces a newer one.
+	ViewSeq uint64
+	// SentAt is the sender's clock when it sent the view. A view counts as
+	// a vote only while it is fresh (see Liveness).
+	SentAt time.Duration
+}
+
+// Liveness is one node's pure view of which nodes are alive and of its own
+// lease.
+//
+// Lease: a node may act as write region until sent + LeaseDuration of the
+// newest heartbeat round that a majority of the nodes outside its region
+// acknowledged.
+//
+// Failure: a node is declared failed when a majority of the nodes outside
+// its region, spread over a majority of the other regions, suspect it (have
+// not heard from it for TakeoverDelay) in views that are fresh: sent within
+// VoteFreshness. A view travels in every heartbeat, so votes stay fresh as
+// long as the suspicion lasts.
+//
+// Why this is safe: the lease quorum and the vote quorum are majorities of
+// the same observer set, so they share a node o. o withholds acks from a
+// node for VoteFreshness after the last message in which it suspected it,
+// and a vote is used only within VoteFreshness (less the drift bound) of
+// being sent. So while o's vote counts, o has granted no lease to the
+// suspect since the suspicion; and any lease o granted before the
+// suspicion ended TakeoverDelay before it, that is, before the vote. A lease
+// regained after a lapse says nothing about the register: a node that
+// regains one must re-read its partitions' state before serving as write
+// region again (the register's epoch is the fence, the lease only bounds
+// how long a cut-off write region keeps serving).
+type Liveness struct {
+	cfg     Config
+	self    Node
+	nodes   []Node // sorted by id
+	regions []Region
+	index   map[NodeID]int
+
+	lastHeard []time.Duration // by node index
+	heardAny  []bool
+	views     [][]NodeID // by node index: the node's last reported suspects
+	viewSeqs  []uint64
+	viewAt    []time.Duration // sender's clock at the view
+	// lastAssert[i]: own clock when a message of ours last suspected node i.
+	lastAssert []time.Duration
+	suspects   []NodeID // own view
+	viewSeq    uint64
+
+	seq        uint64
+	nextBeat   time.Duration
+	rounds     []round // outstanding heartbeat rounds, bounded
+	leaseUntil time.Duration
+	started    bool
+
+	out []Heartbeat
+}
+
+type round struct {
+	seq    uint64
+	sent   time.Duration
+	acked  []NodeID
+	leased bool
+}
+
+// maxRounds bounds the heartbeat rounds awaiting acks: older ones can no
+// longer extend the lease past a newer one anyway.
+const maxRounds = 8
+
+// VoteFreshness is how long a suspicion counts as a vote after it was
+// sent, and how long a suspecting node withholds acks afterwards.
+func (c Config) VoteFreshness() time.Duration {
+	return 2*c.HeartbeatInterval + c.MaxClockDrift
+}
+
+// NewLiveness builds the view of node self over the given topology.
+func NewLiveness(cfg Config, self NodeID, nodes []Node) (*Liveness, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Liveness{cfg: cfg, index: make(map[NodeID]int, len(nodes))}
+	l.nodes = slices.Clone(nodes)
+	slices.SortFunc(l.nodes, func(a, b Node) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	found := false
+	for i, n := range l.nodes {
+		if _, dup := l.index[n.ID]; dup {
+			return nil, configErr("nodes", "node %d listed twice", n.ID)
+		}
+		if n.Region == "" {
+			return nil, configErr("nodes", "node %d has no region", n.ID)
+		}
+		l.index[n.ID] = i
+		if !slices.Contains(l.regions, n.Region) {
+			l.regions = append(l.regions, n.Region)
+		}
+		if n.ID == self {
+			l.self = n
+			found = true
+		}
+	}
+	if !found {
+		return nil, configErr("self", "node %d is not in the topology", self)
+	}
+	slices.Sort(l.regions)
+	k := len(l.nodes)
+	l.lastHeard = make([]time.Duration, k)
+	l.heardAny = make([]bool, k)
+	l.views = make([][]NodeID, k)
+	l.viewSeqs = make([]uint64, k)
+	l.viewAt = make([]time.Duration, k)
+	l.lastAssert = make([]time.Duration, k)
+	for i := range l.lastAssert {
+		l.lastAssert[i] = -cfg.VoteFreshness()
+	}
+	return l, nil
+}
+
+// Self returns this node.
+func (l *Liveness) Self() Node { return l.self }
+
+// Nodes returns the topology, sorted by id.
+func (l *Liveness) Nodes() []Node { return l.nodes }
+
+// Regions returns the regions, sorted.
+func (l *Liveness) Regions() []Region { return l.regions }
+
+// LeaseUntil is the local time until which this node may act as write region.
+func (l *Liveness) LeaseUntil() time.Duration { return l.leaseUntil }
+
+// LeaseValid reports whether the lease holds at now.
+func (l *Liveness) LeaseValid(now time.Duration) bool { return now < l.leaseUntil }
+
+// start counts nodes not yet heard from from now, not from zero, so a
+// (re)started node does not suspect everyone at once.
+func (l *Liveness) start(now time.Duration) {
+	if l.started {
+		return
+	}
+	l.started = true
+	l.nextBeat = now
+	for i := range l.lastHeard {
+		if !l.heardAny[i] {
+			l.lastHeard[i] = now
+		}
+	}
+}
+
+// Tick sends a heartbeat round when one is due and refreshes the view.
+func (l *Liveness) Tick(now time.Duration) {
+	l.start(now)
+	if now >= l.nextBeat {
+		l.seq++
+		l.nextBeat = now + l.cfg.HeartbeatInterval
+		l.rounds = append(l.rounds, round{seq: l.seq, sent: now})
+		if len(l.rounds) > maxRounds {
+			l.rounds = l.rounds[len(l.rounds)-maxRounds:]
+		}
+		l.checkRound(&l.rounds[len(l.rounds)-1])
+		l.refresh(now)
+		l.broadcast(now, KindHeartbeat)
+		return
+	}
+	if l.refresh(now) {
+		l.broadcast(now, KindView)
+	}
+}
+
+func (l *Liveness) broadcast(now time.Duration, kind HeartbeatKind) {
+	for _, n := range l.nodes {
+		if n.ID != l.self.ID {
+			l.out = append(l.out, Heartbeat{Kind: kind, From: l.self.ID, To: n.ID, Seq: l.seq,
+				Suspects: l.suspects, ViewSeq: l.viewSeq, SentAt: now})
+		}
+	}
+	for _, s := range l.suspects {
+		l.lastAssert[l.index[s]] = now
+	}
+}
+
+// NextDeadline is when Tick next has work: a heartbeat or a suspicion.
+func (l *Liveness) NextDeadline() time.Duration {
+	next := l.nextBeat
+	for i, n := range l.nodes {
+		if n.ID == l.self.ID || slices.Contains(l.suspects, n.ID) {
+			continue
+		}
+		if at := l.lastHeard[i] + l.cfg.TakeoverDelay() + 1; at < next {
+			next = at
+		}
+	}
+	return next
+}
+
+// refresh recomputes the own view; it reports whether it changed.
+func (l *Liveness) refresh(now time.Duration) bool {
+	var sus []NodeID
+	for i, n := range l.nodes {
+		if n.ID != l.self.ID && now-l.lastHeard[i] > l.cfg.TakeoverDelay() {
+			sus = append(sus, n.ID)
+		}
+	}
+	if slices.Equal(sus, l.suspects) {
+		return false
+	}
+	l.suspects = sus
+	l.viewSeq++
+	return true
+}
+
+// Step handles a liveness message received at local time now.
+func (l *Liveness) Step(now time.Duration, m Heartbeat) error {
+	i, ok := l.index[m.From]
+	if !ok || m.To != l.self.ID {
+		return fmt.Errorf("failover: liveness message %d->%d outside the topology", m.From, m.To)
+	}
+	l.start(now)
+	l.lastHeard[i] = now
+	l.heardAny[i] = true
+	switch m.Kind {
+	case KindHeartbeat:
+		l.setView(i, m)
+		// A node we recently told others we suspect gets no ack: our
+		// suspicion may still count as a vote somewhere.
+		if now >= l.lastAssert[i]+l.cfg.VoteFreshness() {
+			l.out = append(l.out, Heartbeat{Kind: KindHeartbeatAck, From: l.self.ID, To: m.From, Seq: m.Seq})
+		}
+	case KindView:
+		l.setView(i, m)
+	case KindHeartbeatAck:
+		for k := range l.rounds {
+			rd := &l.rounds[k]
+			if rd.seq == m.Seq && !slices.Contains(rd.acked, m.From) && l.nodes[i].Region != l.self.Region {
+				rd.acked = append(rd.acked, m.From)
+				l.checkRound(rd)
+			}
+		}
+	default:
+		return fmt.Errorf("failover: unknown liveness message kind %d", m.Kind)
+	}
+	if l.refresh(now) {
+		l.broadcast(now, KindView)
+	}
+	return nil
+}
+
+func (l *Liveness) setView(i int, m Heartbeat) {
+	if m.ViewSeq < l.viewSeqs[i] {
+		return
+	}
+	l.viewSeqs[i] = m.ViewSeq
+	l.views[i] = slices.Clone(m.Suspects)
+	l.viewAt[i] = m.SentAt
+}
+
+// observers returns how many nodes lie outside region r.
+func (l *Liveness) observers(r Region) int {
+	n := 0
+	for _, x := range l.nodes {
+		if x.Region != r {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *Liveness) checkRound(rd *round) {
+	obs := l.observers(l.self.Region)
+	if rd.leased || (obs > 0 && len(rd.acked) < obs/2+1) {
+		return
+	}
+	rd.leased = true
+	if until := rd.sent + l.cfg.LeaseDuration; until > l.leaseUntil {
+		l.leaseUntil = until
+	}
+}
+
+// Ready returns the liveness messages to send.
+func (l *Liveness) Ready() []Heartbeat {
+	out := l.out
+	l.out = nil
+	return out
+}
+
+// Suspects reports whether this node itself suspects n.
+func (l *Liveness) Suspects(n NodeID) bool { return slices.Contains(l.suspects, n) }
+
+// Failed reports whether node n is declared failed at local time now: a
+// majority of the nodes outside n's region, covering a majority of the
+// other regions, suspect it in fresh views. It also returns the regions
+// voting and the regions needed, for explanations.
+func (l *Liveness) Failed(n NodeID, now time.Duration) (failed bool, regionVotes, regionsNeeded int) {
+	i, ok := l.index[n]
+	if !ok {
+		return false, 0, 0
+	}
+	target := l.nodes[i].Region
+	fresh := l.cfg.VoteFreshness() - l.cfg.MaxClockDrift
+	votes := 0
+	var voted []Region
+	for j, m := range l.nodes {
+		if m.Region == target {
+			continue
+		}
+		var sus bool
+		if m.ID == l.self.ID {
+			sus = slices.Contains(l.suspects, n)
+		} else {
+			sus = now-l.viewAt[j] <= fresh && slices.Contains(l.views[j], n)
+		}
+		if sus {
+			votes++
+			if !slices.Contains(voted, m.Region) {
+				voted = append(voted, m.Region)
+			}
+		}
+	}
+	obs := l.observers(target)
+	regionsNeeded = (len(l.regions)-1)/2 + 1
+	failed = obs > 0 && votes >= obs/2+1 && len(voted) >= regionsNeeded
+	return failed, len(voted), regionsNeeded
+}
+
+// Alive reports whether n is not suspected by this node.
+func (l *Liveness) Alive(n NodeID) bool {
+	return n == l.self.ID || !slices.Contains(l.suspects, n)
+}

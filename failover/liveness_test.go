@@ -1,0 +1,190 @@
+package failover
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLivenessLeaseAndDetection(t *testing.T) {
+	cfg := FastConfig()
+	nodes := []Node{{1, "east"}, {2, "west"}, {3, "north"}}
+	ls := map[NodeID]*Liveness{}
+	for _, n := range nodes {
+		l, err := NewLiveness(cfg, n.ID, nodes)
+		require.NoError(t, err)
+		ls[n.ID] = l
+	}
+	deliver := func(now time.Duration, drop func(Heartbeat) bool) {
+		for i := 0; i < 10; i++ {
+			any := false
+			for _, id := range []NodeID{1, 2, 3} {
+				for _, m := range ls[id].Ready() {
+					any = true
+					if drop == nil || !drop(m) {
+						require.NoError(t, ls[m.To].Step(now, m))
+					}
+				}
+			}
+			if !any {
+				return
+			}
+		}
+	}
+	now := time.Duration(0)
+	for ; now < 3*time.Second; now += 100 * time.Millisecond {
+		for _, id := range []NodeID{1, 2, 3} {
+			ls[id].Tick(now)
+		}
+		deliver(now, nil)
+	}
+	assert.True(t, ls[1].LeaseValid(now))
+	f, _, _ := ls[2].Failed(1, now)
+	assert.False(t, f)
+
+	// Cut node 1 off: its lease lapses before anyone declares it failed.
+	cut := func(m Heartbeat) bool { return m.From == 1 || m.To == 1 }
+	var leaseEnd, declared time.Duration
+	for end := now + 5*time.Second; now < end; now += 10 * time.Millisecond {
+		for _, id := range []NodeID{1, 2, 3} {
+			ls[id].Tick(now)
+		}
+		deliver(now, cut)
+		if leaseEnd == 0 && !ls[1].LeaseValid(now) {
+			leaseEnd = now
+		}
+		if f, votes, needed := ls[2].Failed(1, now); f && declared == 0 {
+			declared = now
+			assert.Equal(t, 2, votes)
+			assert.Equal(t, 2, needed)
+		}
+	}
+	require.NotZero(t, leaseEnd)
+	require.NotZero(t, declared)
+	assert.Greater(t, declared, leaseEnd+cfg.MaxClockDrift-10*time.Millisecond)
+	assert.LessOrEqual(t, declared-leaseEnd, cfg.HeartbeatInterval+cfg.MaxClockDrift+100*time.Millisecond)
+	f, _, _ = ls[2].Failed(3, now)
+	assert.False(t, f, "north is healthy")
+
+	_, err := NewLiveness(cfg, 9, nodes)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.Error(t, ls[1].Step(now, Heartbeat{Kind: KindHeartbeat, From: 7, To: 1}))
+}
+
+// TestLivenessLeaseSafetyProperty runs random topologies, delays, losses,
+// cuts and clock offsets within the drift bound, and checks at every event
+// that no node is declared failed (by any observer) while its own lease,
+// read on its own clock, still holds.
+func TestLivenessLeaseSafetyProperty(t *testing.T) {
+	declared := 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { declared += runLeaseSafety(t, seed, 1+int(seed%3)) })
+	}
+	// The property is only meaningful if failures were actually declared.
+	assert.Greater(t, declared, 20, "cuts must lead to failure declarations")
+}
+
+type lvEvent struct {
+	at   time.Duration
+	seq  int
+	node NodeID
+	msg  *Heartbeat
+}
+
+type lvQueue []lvEvent
+
+func (q lvQueue) Len() int { return len(q) }
+func (q lvQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q lvQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *lvQueue) Push(x any)   { *q = append(*q, x.(lvEvent)) }
+func (q *lvQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func runLeaseSafety(t *testing.T, seed uint64, perRegion int) (declared int) {
+	rng := rand.New(rand.NewPCG(seed, 99))
+	cfg := FastConfig()
+	regionsN := 2 + rng.IntN(4)
+	var nodes []Node
+	id := NodeID(1)
+	for r := 0; r < regionsN; r++ {
+		for k := 0; k < perRegion; k++ {
+			nodes = append(nodes, Node{ID: id, Region: Region(fmt.Sprintf("r%d", r))})
+			id++
+		}
+	}
+	ls := map[NodeID]*Liveness{}
+	offset := map[NodeID]time.Duration{}
+	for _, n := range nodes {
+		l, err := NewLiveness(cfg, n.ID, nodes)
+		require.NoError(t, err)
+		ls[n.ID] = l
+		offset[n.ID] = time.Duration(rng.Int64N(int64(cfg.MaxClockDrift))) - cfg.MaxClockDrift/2
+	}
+	local := func(n NodeID, real time.Duration) time.Duration { return real + offset[n] + time.Hour }
+	loss := rng.Float64() * 0.3
+	maxDelay := time.Duration(1+rng.IntN(400)) * time.Millisecond
+	// cut[n] = until when node n is cut off (both directions).
+	cut := map[NodeID]time.Duration{}
+	q := &lvQueue{}
+	seq := 0
+	push := func(e lvEvent) { seq++; e.seq = seq; heap.Push(q, e) }
+	for _, n := range nodes {
+		push(lvEvent{at: time.Duration(rng.IntN(100)) * time.Millisecond, node: n.ID})
+	}
+	const horizon = 30 * time.Second
+	for q.Len() > 0 {
+		e := heap.Pop(q).(lvEvent)
+		if e.at > horizon {
+			break
+		}
+		l := ls[e.node]
+		if e.msg != nil {
+			require.NoError(t, l.Step(local(e.node, e.at), *e.msg))
+		} else {
+			l.Tick(local(e.node, e.at))
+			push(lvEvent{at: e.at + time.Duration(20+rng.IntN(80))*time.Millisecond, node: e.node})
+			if rng.Float64() < 0.004 {
+				victim := nodes[rng.IntN(len(nodes))].ID
+				cut[victim] = e.at + time.Duration(rng.IntN(8000))*time.Millisecond
+			}
+		}
+		for _, m := range l.Ready() {
+			if e.at < cut[m.From] || e.at < cut[m.To] || rng.Float64() < loss {
+				continue
+			}
+			mm := m
+			push(lvEvent{at: e.at + time.Duration(rng.Int64N(int64(maxDelay))), node: m.To, msg: &mm})
+		}
+		// The invariant, checked after every event.
+		for _, obs := range nodes {
+			for _, n := range nodes {
+				if n.ID == obs.ID {
+					continue
+				}
+				f, _, _ := ls[obs.ID].Failed(n.ID, local(obs.ID, e.at))
+				if f {
+					declared++
+				}
+				if f && ls[n.ID].LeaseValid(local(n.ID, e.at)) {
+					t.Fatalf("seed %d: at %v node %d declares node %d failed while its lease holds until %v (its clock %v)",
+						seed, e.at, obs.ID, n.ID, ls[n.ID].LeaseUntil(), local(n.ID, e.at))
+				}
+			}
+		}
+	}
+	return declared
+}

@@ -1,0 +1,299 @@
+package failover
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// mgrHarness runs one Manager per node over an instant network with cuts,
+// an in-memory register with compare-and-set, and toy replicas that apply
+// the actions. CAS outcomes are delivered on the next step, so proposals
+// are in flight for a while.
+type mgrHarness struct {
+	t        *testing.T
+	now      time.Duration
+	nodes    []Node
+	mgrs     map[NodeID]*Manager
+	cut      map[NodeID]bool
+	reg      map[string]regEntry
+	replicas map[NodeID]map[string]*ReplicaStatus
+	pending  []pendingCAS
+	proposed []Proposal
+	maxInFl  map[Region]int
+}
+
+type regEntry struct {
+	version uint64
+	state   State
+}
+
+type pendingCAS struct {
+	node NodeID
+	p    Proposal
+}
+
+func newMgrHarness(t *testing.T, cfg Config, parts int) *mgrHarness {
+	h := &mgrHarness{t: t, nodes: []Node{{1, "east"}, {2, "west"}, {3, "north"}},
+		mgrs: map[NodeID]*Manager{}, cut: map[NodeID]bool{}, reg: map[string]regEntry{},
+		replicas: map[NodeID]map[string]*ReplicaStatus{}, maxInFl: map[Region]int{}}
+	for _, n := range h.nodes {
+		m, err := NewManager(ManagerConfig{Failover: cfg, Self: n.ID, Nodes: h.nodes})
+		require.NoError(t, err)
+		h.mgrs[n.ID] = m
+		h.replicas[n.ID] = map[string]*ReplicaStatus{}
+	}
+	for i := 0; i < parts; i++ {
+		name := fmt.Sprintf("p-%03d", i)
+		s, err := NewState(name, "east", []Region{"east", "west", "north"}, Strong, 1)
+		require.NoError(t, err)
+		h.reg[name] = regEntry{version: 1, state: s}
+		for _, n := range h.nodes {
+			require.NoError(t, h.mgrs[n.ID].AddPartition(Placement{Partition: name,
+				Replicas: []RegionNode{{"east", 1}, {"west", 2}, {"north", 3}}}))
+			st := &ReplicaStatus{Epoch: 1, LastLSN: 10, WriteRegion: n.Region == "east", WriteQuorum: s.WriteQuorum.Members}
+			h.replicas[n.ID][name] = st
+			h.mgrs[n.ID].UpdateReplica(0, name, *st)
+			h.mgrs[n.ID].ObserveState(0, name, 1, s)
+		}
+	}
+	return h
+}
+
+func (h *mgrHarness) step(d time.Duration) {
+	h.now += d
+	// CAS outcomes from the previous step.
+	pend := h.pending
+	h.pending = nil
+	for _, pc := range pend {
+		e := h.reg[pc.p.Partition]
+		m := h.mgrs[pc.node]
+		if h.cut[pc.node] {
+			// A cut-off node cannot reach a quorum of acceptors either.
+			m.CASDone(h.now, pc.p.Partition, false, fmt.Errorf("no quorum"))
+			continue
+		}
+		if e.version == pc.p.Version {
+			e = regEntry{version: e.version + 1, state: pc.p.Next}
+			h.reg[pc.p.Partition] = e
+			m.CASDone(h.now, pc.p.Partition, true, nil)
+		} else {
+			m.CASDone(h.now, pc.p.Partition, false, nil)
+		}
+		for _, n := range h.nodes {
+			if !h.cut[n.ID] {
+				h.mgrs[n.ID].ObserveState(h.now, pc.p.Partition, e.version, e.state)
+			}
+		}
+	}
+	for _, n := range h.nodes {
+		h.mgrs[n.ID].Tick(h.now)
+	}
+	for round := 0; round < 5; round++ {
+		for _, n := range h.nodes {
+			r := h.mgrs[n.ID].Ready()
+			for _, hb := range r.Heartbeats {
+				if h.cut[hb.From] || h.cut[hb.To] {
+					continue
+				}
+				require.NoError(h.t, h.mgrs[hb.To].StepHeartbeat(h.now, hb))
+			}
+			for _, p := range r.Proposals {
+				h.proposed = append(h.proposed, p)
+				h.pending = append(h.pending, pendingCAS{node: n.ID, p: p})
+			}
+			for _, pa := range r.Actions {
+				st := h.replicas[n.ID][pa.Partition]
+				for _, a := range pa.Actions {
+					switch a.Kind {
+					case ActPromote:
+						st.Epoch, st.WriteRegion, st.WriteQuorum = a.Epoch, true, a.WriteQuorum.Members
+					case ActFollow:
+						st.Epoch, st.WriteRegion = a.Epoch, false
+					case ActFence:
+						st.Fenced = true
+					case ActUnfence:
+						st.Fenced = false
+					case ActSetWriteQuorum:
+						st.WriteQuorum = a.WriteQuorum.Members
+					}
+				}
+				h.mgrs[n.ID].UpdateReplica(h.now, pa.Partition, *st)
+			}
+		}
+	}
+	inFl := map[Region]int{}
+	for _, pc := range h.pending {
+		if pc.p.Kind == DecideFailover {
+			inFl[pc.p.Target]++
+		}
+	}
+	for r, n := range inFl {
+		h.maxInFl[r] = max(h.maxInFl[r], n)
+	}
+}
+
+func TestManagerSteadyStateWritesNothing(t *testing.T) {
+	h := newMgrHarness(t, FastConfig(), 20)
+	for i := 0; i < 600; i++ { // one simulated minute
+		h.step(100 * time.Millisecond)
+	}
+	assert.Empty(t, h.proposed, "no register writes in steady state")
+	for _, n := range h.nodes {
+		assert.True(t, h.mgrs[n.ID].Liveness().LeaseValid(h.now))
+	}
+}
+
+func TestManagerFailsOverEveryPartitionOnce(t *testing.T) {
+	cfg := FastConfig()
+	h := newMgrHarness(t, cfg, 30)
+	for i := 0; i < 50; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	h.cut[1] = true // east goes dark
+	outage := h.now
+	var done time.Duration
+	for i := 0; i < 100 && done == 0; i++ {
+		h.step(100 * time.Millisecond)
+		all := true
+		for _, e := range h.reg {
+			if e.state.WriteRegion == "east" {
+				all = false
+			}
+		}
+		if all {
+			done = h.now
+		}
+	}
+	require.NotZero(t, done, "every partition failed over")
+	assert.LessOrEqual(t, done-outage, cfg.LeaseDuration+time.Second, "fast profile: within lease + 1 s")
+	for name, e := range h.reg {
+		assert.Equal(t, Region("west"), e.state.WriteRegion, name)
+		assert.Equal(t, Epoch(2), e.state.Epoch, name)
+		assert.Equal(t, uint64(2), e.version, "exactly one transition for %s", name)
+		assert.Equal(t, "west", e.state.Table.Current().WriteRegion)
+	}
+	failovers, backups := 0, 0
+	for _, p := range h.proposed {
+		if p.Backup {
+			backups++
+		}
+		if p.Kind == DecideFailover {
+			failovers++
+		}
+	}
+	assert.Equal(t, 30, failovers, "the top candidate proposes; no duplicate proposals")
+	assert.Zero(t, backups)
+	// The new write regions adopted the new epoch.
+	for name, st := range h.replicas[2] {
+		assert.True(t, st.WriteRegion, name)
+		assert.Equal(t, Epoch(2), st.Epoch, name)
+	}
+	// Nothing more is written while the old region stays down (its own
+	// futile attempts from behind the cut never reach a quorum).
+	for i := 0; i < 100; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	for name, e := range h.reg {
+		assert.Equal(t, uint64(2), e.version, "no further writes for %s", name)
+	}
+}
+
+func TestManagerBackupProposesWhenCandidateSilent(t *testing.T) {
+	cfg := FastConfig()
+	h := newMgrHarness(t, cfg, 5)
+	for i := 0; i < 50; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	// west's manager never proposes (its replicas never report): north
+	// must take over as backup after the stagger.
+	for name := range h.reg {
+		h.mgrs[2].parts[name].hasLocal = false
+	}
+	h.cut[1] = true
+	for i := 0; i < 80; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	for name, e := range h.reg {
+		assert.Equal(t, Region("north"), e.state.WriteRegion, name)
+	}
+	assert.Equal(t, uint64(5), h.mgrs[3].Stats().Backups)
+}
+
+func TestManagerBlastRadiusCap(t *testing.T) {
+	cfg := FastConfig()
+	cfg.MaxConcurrentPerTarget = 3
+	h := newMgrHarness(t, cfg, 20)
+	for i := 0; i < 50; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	h.cut[1] = true
+	for i := 0; i < 200; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	for name, e := range h.reg {
+		assert.Equal(t, Region("west"), e.state.WriteRegion, name)
+	}
+	assert.LessOrEqual(t, h.maxInFl["west"], 3)
+	assert.Equal(t, 3, h.maxInFl["west"], "the cap is reached, not avoided")
+	assert.Positive(t, h.mgrs[2].Stats().Throttled)
+}
+
+func TestManagerGlobalPauseRecordsSuppression(t *testing.T) {
+	cfg := FastConfig()
+	h := newMgrHarness(t, cfg, 3)
+	for _, n := range h.nodes {
+		h.mgrs[n.ID].SetGlobalPause(true, "maintenance")
+	}
+	for i := 0; i < 30; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	h.cut[1] = true
+	for i := 0; i < 60; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	for _, p := range h.proposed {
+		assert.NotEqual(t, DecideFailover, p.Kind, "no failover while paused")
+	}
+	found := false
+	for _, e := range h.mgrs[2].Events() {
+		if e.Text == "suppressed: global pause: maintenance" {
+			found = true
+		}
+	}
+	assert.True(t, found, "the suppressed failover is recorded with its reason")
+	for _, n := range h.nodes {
+		h.mgrs[n.ID].SetGlobalPause(false, "")
+	}
+	for i := 0; i < 10; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	for name, e := range h.reg {
+		assert.Equal(t, Region("west"), e.state.WriteRegion, "%s fails over once resumed", name)
+	}
+}
+
+func TestManagerDrain(t *testing.T) {
+	cfg := FastConfig()
+	h := newMgrHarness(t, cfg, 10)
+	for i := 0; i < 20; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	h.mgrs[1].cfg.DrainConcurrency = 4
+	h.mgrs[1].Drain(h.now, "east", "kernel upgrade")
+	for i := 0; i < 100; i++ {
+		h.step(100 * time.Millisecond)
+		// The toy replicas are always caught up: LSN 10 everywhere.
+	}
+	remaining, active := h.mgrs[1].Draining("east")
+	assert.True(t, active)
+	assert.Zero(t, remaining)
+	for name, e := range h.reg {
+		assert.Equal(t, Region("west"), e.state.WriteRegion, name)
+		assert.Contains(t, e.state.NeverPromote, Region("east"))
+		assert.Equal(t, Epoch(2), e.state.Epoch)
+	}
+}

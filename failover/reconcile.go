@@ -1,0 +1,134 @@
+package failover
+
+import (
+	"fmt"
+
+	"github.com/fmnode/fmnode/progress"
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// ActionKind names a local action a replica executes after a state change.
+type ActionKind uint8
+
+const (
+	// ActPromote: become write region at Epoch, continuing after AfterLSN,
+	// with WriteQuorum. Ops above AfterLSN are set aside first (Truncate).
+	ActPromote ActionKind = iota + 1
+	// ActFence: stop accepting writes (graceful switchover).
+	ActFence
+	// ActUnfence: accept writes again (switchover aborted).
+	ActUnfence
+	// ActFollow: replicate from WriteRegion at Epoch. If TruncateAfter is
+	// set, ops above it are false progress: move them to the conflict
+	// record, then catch up the delta (or a snapshot if NeedsSnapshot).
+	ActFollow
+	// ActSetWriteQuorum: the write region adopts a changed write quorum.
+	ActSetWriteQuorum
+)
+
+func (k ActionKind) String() string {
+	switch k {
+	case ActPromote:
+		return "promote"
+	case ActFence:
+		return "fence"
+	case ActUnfence:
+		return "unfence"
+	case ActFollow:
+		return "follow"
+	case ActSetWriteQuorum:
+		return "set-write-quorum"
+	}
+	return fmt.Sprintf("ActionKind(%d)", uint8(k))
+}
+
+// Action is one step a replica takes to match the register's state.
+type Action struct {
+	Kind        ActionKind
+	Epoch       Epoch
+	WriteRegion Region
+	AfterLSN    LSN
+	WriteQuorum quorum.WriteQuorum
+	// Truncate, when TruncateSet, tells the replica to set aside its ops
+	// above TruncateAfter (false progress) into the conflict record.
+	TruncateSet   bool
+	TruncateAfter LSN
+	Divergence    progress.Divergence
+}
+
+// LocalReplica is what a replica reports about itself.
+type LocalReplica struct {
+	Region      Region
+	Epoch       Epoch
+	LastLSN     LSN
+	WriteRegion bool // it believes it is the write region at Epoch
+	Fenced      bool
+	WriteQuorum []Region
+}
+
+// Reconcile returns the actions that bring a local replica in line with
+// the register's state. It is pure and idempotent: calling it again after
+// the actions took effect returns nothing, so drivers call it whenever the
+// state or the replica changes.
+func Reconcile(s State, local LocalReplica) ([]Action, error) {
+	me := local.Region
+	if local.Epoch > s.Epoch {
+		return nil, fmt.Errorf("%w: replica %s at epoch %d is ahead of the state's epoch %d", ErrInvalidState, me, local.Epoch, s.Epoch)
+	}
+	if me == s.WriteRegion {
+		if local.Epoch < s.Epoch || !local.WriteRegion {
+			start := s.Table.Current().StartLSN
+			a := Action{Kind: ActPromote, Epoch: s.Epoch, WriteRegion: me, AfterLSN: start, WriteQuorum: s.WriteQuorum}
+			if local.LastLSN > start {
+				a.TruncateSet, a.TruncateAfter = true, start
+			}
+			acts := []Action{a}
+			if s.Phase == PhaseSwitchover {
+				acts = append(acts, Action{Kind: ActFence, Epoch: s.Epoch, WriteRegion: me})
+			}
+			return acts, nil
+		}
+		var acts []Action
+		if !equalRegions(local.WriteQuorum, s.WriteQuorum.Members) {
+			acts = append(acts, Action{Kind: ActSetWriteQuorum, Epoch: s.Epoch, WriteRegion: me, WriteQuorum: s.WriteQuorum})
+		}
+		switch {
+		case s.Phase == PhaseSwitchover && !local.Fenced:
+			acts = append(acts, Action{Kind: ActFence, Epoch: s.Epoch, WriteRegion: me})
+		case s.Phase == PhaseSteady && local.Fenced:
+			acts = append(acts, Action{Kind: ActUnfence, Epoch: s.Epoch, WriteRegion: me})
+		}
+		return acts, nil
+	}
+	if local.Epoch == s.Epoch && !local.WriteRegion {
+		return nil, nil
+	}
+	// An older epoch, or a former write region: find the divergence point
+	// from the progress table and follow the new write region from there.
+	if local.Epoch == s.Epoch {
+		return nil, fmt.Errorf("%w: replica %s claims write region of epoch %d, which belongs to %s", ErrInvalidState, me, s.Epoch, s.WriteRegion)
+	}
+	// The replica cannot know the lineage's end; the delta it is sent runs
+	// from the common LSN to whatever the write region holds by then.
+	div, err := s.Table.Diverge(local.Epoch, local.LastLSN, max(local.LastLSN, s.Table.Current().StartLSN))
+	if err != nil {
+		return nil, fmt.Errorf("failover: replica %s: %w", me, err)
+	}
+	a := Action{Kind: ActFollow, Epoch: s.Epoch, WriteRegion: s.WriteRegion, Divergence: div, AfterLSN: div.CommonLSN}
+	if div.NeedsSnapshot || div.FalseProgressOps > 0 {
+		a.TruncateSet, a.TruncateAfter = true, div.CommonLSN
+	}
+	return []Action{a}, nil
+}
+
+func equalRegions(a, b []Region) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

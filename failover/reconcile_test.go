@@ -1,0 +1,80 @@
+package failover
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestReconcile(t *testing.T) {
+	cfg := DefaultConfig()
+	s1 := newTestState(t, Strong)
+	d := Decide(cfg, s1, failed(healthy(time.Minute, "west", map[Region]LSN{"west": 40})))
+	s2 := *d.Next // west is write region at epoch 2 from LSN 40
+
+	all := []Region{"east", "north", "west"}
+	cases := []struct {
+		name  string
+		s     State
+		local LocalReplica
+		want  []Action
+	}{
+		{"write region in sync does nothing", s1,
+			LocalReplica{Region: "east", Epoch: 1, LastLSN: 5, WriteRegion: true, WriteQuorum: all}, nil},
+		{"follower in sync does nothing", s1,
+			LocalReplica{Region: "west", Epoch: 1, LastLSN: 5}, nil},
+		{"new write region promotes", s2,
+			LocalReplica{Region: "west", Epoch: 1, LastLSN: 40},
+			[]Action{{Kind: ActPromote, Epoch: 2, WriteRegion: "west", AfterLSN: 40, WriteQuorum: s2.WriteQuorum}}},
+		{"old write region returns with false progress", s2,
+			LocalReplica{Region: "east", Epoch: 1, LastLSN: 47, WriteRegion: true},
+			nil},
+		{"lagging follower catches up without truncation", s2,
+			LocalReplica{Region: "north", Epoch: 1, LastLSN: 30},
+			nil},
+		{"write quorum change reaches the write region", s2,
+			LocalReplica{Region: "west", Epoch: 2, LastLSN: 41, WriteRegion: true, WriteQuorum: all},
+			[]Action{{Kind: ActSetWriteQuorum, Epoch: 2, WriteRegion: "west", WriteQuorum: s2.WriteQuorum}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Reconcile(tc.s, tc.local)
+			require.NoError(t, err)
+			switch tc.name {
+			case "old write region returns with false progress":
+				require.Len(t, got, 1)
+				a := got[0]
+				assert.Equal(t, ActFollow, a.Kind)
+				assert.Equal(t, Region("west"), a.WriteRegion)
+				assert.True(t, a.TruncateSet)
+				assert.Equal(t, LSN(40), a.TruncateAfter)
+				assert.Equal(t, uint64(7), a.Divergence.FalseProgressOps, "ops 41..47 never reached the new lineage")
+			case "lagging follower catches up without truncation":
+				require.Len(t, got, 1)
+				assert.Equal(t, ActFollow, got[0].Kind)
+				assert.False(t, got[0].TruncateSet)
+				assert.Equal(t, LSN(30), got[0].AfterLSN)
+			default:
+				assert.Equal(t, tc.want, got)
+			}
+		})
+	}
+	_, err := Reconcile(s1, LocalReplica{Region: "west", Epoch: 3})
+	require.ErrorIs(t, err, ErrInvalidState, "a replica ahead of the register is an invariant violation")
+}
+
+func TestReconcileSwitchoverFencesAndUnfences(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	d, err := RequestSwitchover(cfg, s, healthy(0, "east", nil), "west", "x")
+	require.NoError(t, err)
+	all := []Region{"east", "north", "west"}
+	acts, err := Reconcile(*d.Next, LocalReplica{Region: "east", Epoch: 1, WriteRegion: true, WriteQuorum: all})
+	require.NoError(t, err)
+	require.Equal(t, []Action{{Kind: ActFence, Epoch: 1, WriteRegion: "east"}}, acts)
+	acts, err = Reconcile(s, LocalReplica{Region: "east", Epoch: 1, WriteRegion: true, Fenced: true, WriteQuorum: all})
+	require.NoError(t, err)
+	require.Equal(t, []Action{{Kind: ActUnfence, Epoch: 1, WriteRegion: "east"}}, acts)
+}
