@@ -132,10 +132,10 @@ type partition struct {
 	version uint64
 	state   State
 
-	local     ReplicaStatus
-	hasLocal  bool
-	gray      string
-	inflight  bool
+	local    ReplicaStatus
+	hasLocal bool
+	gray     string
+	inflight bool
 	// stale: a proposal lost a CAS; nothing is proposed until a newer
 	// register value is observed (the driver reads it back).
 	stale     bool
