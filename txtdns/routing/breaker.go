@@ -1,0 +1,246 @@
+package routing
+
+import (
+	"sync"
+	"time"
+)
+
+// BreakerState is the state of one partition-region circuit breaker.
+type BreakerState uint8
+
+// Breaker states.
+const (
+	// Closed: requests flow; consecutive failures are counted.
+	Closed BreakerState = iota
+	// Open: the region is skipped for the partition until the open window ends.
+	Open
+	// HalfOpen: one probe request is let through; its result closes or
+	// reopens the breaker.
+	HalfOpen
+	numBreakerStates
+)
+
+func (s BreakerState) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	default:
+		return "unknown"
+	}
+}
+
+// BreakerConfig configures Breakers.
+type BreakerConfig struct {
+	// FailureThreshold consecutive failures open a breaker. Default 3.
+	FailureThreshold int
+	// OpenFor is the open window before a half-open probe. Default 5 s.
+	OpenFor time.Duration
+	// ProbeTimeout: a half-open probe that reports nothing for this long
+	// is presumed lost and another probe is allowed. Default 10 s.
+	ProbeTimeout time.Duration
+	// MaxBreakers bounds the tracked (not plainly closed) breakers.
+	// Default 65536.
+	MaxBreakers int
+	// OnTransition, if set, is called (under the breakers' lock; keep it
+	// short) on every state change.
+	OnTransition func(partition uint32, region string, from, to BreakerState)
+}
+
+func (c *BreakerConfig) setDefaults() error {
+	if c.FailureThreshold == 0 {
+		c.FailureThreshold = 3
+	}
+	if c.FailureThreshold < 1 || c.FailureThreshold > 1000 {
+		return configErr("BreakerFailureThreshold", "%d: must be in [1, 1000]", c.FailureThreshold)
+	}
+	if c.OpenFor == 0 {
+		c.OpenFor = 5 * time.Second
+	}
+	if c.OpenFor < time.Millisecond || c.OpenFor > time.Hour {
+		return configErr("BreakerOpenFor", "%v: must be in [1ms, 1h]", c.OpenFor)
+	}
+	if c.ProbeTimeout == 0 {
+		c.ProbeTimeout = 10 * time.Second
+	}
+	if c.ProbeTimeout < time.Millisecond || c.ProbeTimeout > time.Hour {
+		return configErr("BreakerProbeTimeout", "%v: must be in [1ms, 1h]", c.ProbeTimeout)
+	}
+	if c.MaxBreakers == 0 {
+		c.MaxBreakers = 65536
+	}
+	if c.MaxBreakers < 1 || c.MaxBreakers > 1<<24 {
+		return configErr("MaxBreakers", "%d: must be in [1, %d]", c.MaxBreakers, 1<<24)
+	}
+	return nil
+}
+
+type breakerKey struct {
+	partition uint32
+	region    string
+}
+
+type breaker struct {
+	state     BreakerState
+	failures  int
+	openUntil time.Time
+	probeAt   time.Time // when the half-open probe was let through
+}
+
+// Breakers is a circuit breaker per partition and region: FailureThreshold
+// consecutive failures open it for OpenFor; then one probe is let through
+// (half-open); its success closes the breaker, its failure reopens it. A
+// pure data structure (callers pass now), safe for concurrent use. Plainly
+// closed breakers are not stored, so memory follows the failing pairs.
+type Breakers struct {
+	cfg BreakerConfig
+	mu  sync.Mutex
+	m   map[breakerKey]*breaker
+	// counts of stored breakers by state, for metrics
+	counts [numBreakerStates]int
+}
+
+// NewBreakers validates cfg.
+func NewBreakers(cfg BreakerConfig) (*Breakers, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Breakers{cfg: cfg, m: make(map[breakerKey]*breaker)}, nil
+}
+
+// Allow reports whether a request for partition p may go to region now. An
+// open breaker whose window has passed turns half-open and lets this one
+// request through as the probe; the caller must report Success, Failure or
+// Release for it.
+func (b *Breakers) Allow(p uint32, region string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	br := b.m[breakerKey{p, region}]
+	if br == nil {
+		return true
+	}
+	switch br.state {
+	case Open:
+		if now.Before(br.openUntil) {
+			return false
+		}
+		b.setState(p, region, br, HalfOpen)
+		br.probeAt = now
+		return true
+	case HalfOpen:
+		if now.Sub(br.probeAt) >= b.cfg.ProbeTimeout {
+			br.probeAt = now // the previous probe is lost: let another through
+			return true
+		}
+		return false
+	default:
+		return true
+	}
+}
+
+// State returns the breaker's state (an open breaker past its window
+// still reads Open until Allow probes it).
+func (b *Breakers) State(p uint32, region string) BreakerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if br := b.m[breakerKey{p, region}]; br != nil {
+		return br.state
+	}
+	return Closed
+}
+
+// Counts returns how many breakers are in each state; closed counts only
+// those with failures recorded.
+func (b *Breakers) Counts() (closed, open, halfOpen int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.counts[Closed], b.counts[Open], b.counts[HalfOpen]
+}
+
+// Success records a request that reached the region and got an answer
+// (including a redirect): the breaker closes.
+func (b *Breakers) Success(p uint32, region string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := breakerKey{p, region}
+	br := b.m[k]
+	if br == nil {
+		return
+	}
+	b.setState(p, region, br, Closed)
+	b.counts[Closed]--
+	delete(b.m, k)
+}
+
+// Failure records a failed request: FailureThreshold in a row open the
+// breaker; a failed half-open probe reopens it.
+func (b *Breakers) Failure(p uint32, region string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := breakerKey{p, region}
+	br := b.m[k]
+	if br == nil {
+		if len(b.m) >= b.cfg.MaxBreakers {
+			b.dropClosedLocked()
+			if len(b.m) >= b.cfg.MaxBreakers {
+				return // bound reached: this pair is not tracked
+			}
+		}
+		br = &breaker{}
+		b.m[k] = br
+		b.counts[Closed]++
+	}
+	switch br.state {
+	case Closed:
+		br.failures++
+		if br.failures >= b.cfg.FailureThreshold {
+			b.setState(p, region, br, Open)
+			br.openUntil = now.Add(b.cfg.OpenFor)
+		}
+	case HalfOpen:
+		b.setState(p, region, br, Open)
+		br.openUntil = now.Add(b.cfg.OpenFor)
+	case Open:
+		br.openUntil = later(br.openUntil, now.Add(b.cfg.OpenFor))
+	}
+}
+
+// Release gives back a half-open probe that ended without a verdict (the
+// caller's context ended), so another request may probe.
+func (b *Breakers) Release(p uint32, region string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if br := b.m[breakerKey{p, region}]; br != nil && br.state == HalfOpen {
+		br.probeAt = time.Time{}
+	}
+}
+
+func (b *Breakers) setState(p uint32, region string, br *breaker, to BreakerState) {
+	from := br.state
+	if from == to {
+		return
+	}
+	b.counts[from]--
+	b.counts[to]++
+	br.state = to
+	if to == Closed {
+		br.failures = 0
+	}
+	if b.cfg.OnTransition != nil {
+		b.cfg.OnTransition(p, region, from, to)
+	}
+}
+
+// dropClosedLocked forgets closed breakers (their partial failure counts).
+// The set dropped does not depend on map order.
+func (b *Breakers) dropClosedLocked() {
+	for k, br := range b.m {
+		if br.state == Closed {
+			delete(b.m, k)
+			b.counts[Closed]--
+		}
+	}
+}

@@ -1,0 +1,59 @@
+// Package routing is the client side of txtdns: how an application finds
+// the write region of each partition, quickly and correctly during and
+// after a failover. In the spirit of a data-source factory, an application
+// adopts it with two calls:
+//
+//	c, _ := routing.New(routing.Config{Zone: "fm.example.", Resolver: res, PartitionCount: 4096})
+//	t, _ := c.WriteEndpoint(ctx, "tenant-42")          // where to write now
+//	err := c.Do(ctx, "tenant-42", func(ctx context.Context, t routing.Target) (routing.SessionToken, error) {
+//		return db.Write(ctx, t.Endpoint, t.Epoch, ...)  // redirects, retries, breakers handled by Do
+//	})
+//
+// # Cache
+//
+// Routes come from DNS TXT records (TXTResolver: DNSResolver over the
+// network, AuthorityResolver over a Publisher in the same process,
+// MapResolver for tests) and live in a Cache that never moves a partition
+// backwards: an answer is accepted only if its epoch is at least the cached
+// one (at equal epoch, its config version too). Resolvers and caches serve
+// stale data; a stale answer is refused and counted, never applied. A
+// partition answer is a run, so one lookup caches its neighbours; Warm
+// fills the cache with one block lookup per 256 partitions. When DNS fails
+// the cache serves a route up to MaxStale past its expiry. A warm lookup
+// (WriteEndpoint) is a clock read and three atomic loads (route page, route,
+// region snapshot): lock-free and allocation-free.
+//
+// # Redirects, retries, breakers
+//
+// The data plane answers a request that reached a region which is not the
+// write region, or carried an old epoch, with a typed error satisfying
+// Redirect (current epoch and write region); Do updates the cache at once
+// and retries there without waiting for a TTL or a backoff. Other failures
+// count against a circuit breaker per partition and region (Breakers:
+// FailureThreshold consecutive failures open it for OpenFor, then one
+// half-open probe), force a DNS refresh, wait a capped exponential backoff
+// with jitter and move to the next region in priority order (Candidates),
+// whose answer — a redirect or success — is how a client learns of a
+// failover before DNS does. Attempts and redirects are bounded.
+//
+// # Consistency
+//
+// Reads carry a Consistency (strong, bounded staleness, session, eventual)
+// as the data plane defines them. Strong reads go where writes go; session
+// and bounded-staleness reads try the PreferredRegions first and fall back
+// to the write region when a replica answers StaleRead; eventual reads stay
+// local. A Session carries the caller's tokens (epoch, LSN) per partition:
+// Do merges the token each operation returns, reads hand it to the replica,
+// and Encode/DecodeSession carry it across processes.
+//
+// # Determinism
+//
+// Cache, Breakers, Candidates and Backoff are pure: no goroutines, no
+// clock reads (callers pass now), randomness from an injected Rand. An
+// operation's retry logic is a state machine, Call: Next says where the
+// next attempt goes (or how long to wait), Report takes its result and
+// says how long to back off. Exec drives a Call with real sleeps; the
+// simulator drives it from its event loop with a virtual txtdns.Clock and
+// an in-memory resolver (AuthorityResolver over the simulated publisher).
+// Client starts no goroutines.
+package routing
