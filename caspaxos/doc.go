@@ -55,8 +55,12 @@
 // is group commit. Proposer: Propose, Step replies, Tick with the driver's
 // clock; Ready returns messages (one per acceptor and type, many keys each,
 // bounded by MaxBatchItems) and finished Results. NextDeadline tells the
-// driver when to Tick next. Time is a time.Duration from the driver's origin
-// and randomness comes from an injected Rand, so a seeded simulation replays.
+// driver when to Tick next. Time is a time.Duration that drivers should make
+// comparable across nodes (Unix time in the runtime, virtual time in the
+// simulator): a new round's ballot counter starts at the clock's
+// milliseconds when that is ahead of every ballot seen, so a proposer that
+// has been idle does not start below the current ballot and get refused.
+// Randomness comes from an injected Rand, so a seeded simulation replays.
 //
 // Watch fans committed values out to subscribers in version order with a
 // bounded history for resuming; the routing and DNS layers consume it.

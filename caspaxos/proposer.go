@@ -103,6 +103,7 @@ type keyState struct {
 	cacheOK     bool
 	cacheBallot Ballot
 	cacheValue  Value
+	cachedAt    time.Duration
 	lru         *list.Element
 }
 
@@ -121,6 +122,9 @@ type Proposer struct {
 	keys     map[string]*keyState
 	active   int
 	timers   timerHeap
+	// timerGen numbers timers proposer-wide: a key's state may be dropped
+	// and recreated while its old timers are still in the heap.
+	timerGen uint64
 	lru      *list.List // of *keyState with a cache, most recent at front
 	cached   int
 	out      map[NodeID]*outbox
@@ -242,7 +246,7 @@ func (p *Proposer) startRound(now time.Duration, ks *keyState) {
 	ks.acks = ks.acks[:0]
 	ks.rejects = ks.rejects[:0]
 	ks.fast = false
-	if r.kind == kindChange && ks.cacheOK && !p.cfg.DisableFastPath {
+	if r.kind == kindChange && ks.cacheOK && !p.cfg.DisableFastPath && now-ks.cachedAt <= p.cfg.FastPathTTL {
 		// One round trip: a prepare quorum already promised cacheBallot
 		// while holding cacheValue, so phase 1 is done.
 		ks.ballot = ks.cacheBallot
@@ -251,7 +255,14 @@ func (p *Proposer) startRound(now time.Duration, ks *keyState) {
 		p.toAccept(now, ks, ks.cacheValue)
 		return
 	}
-	b, err := NextBallot(p.cfg.ID, ks.maxSeen.Max(ks.ballot))
+	// Start from the clock when it is ahead of every ballot seen for the
+	// key: a proposer that has not written for a while would otherwise
+	// start below the current ballot and be refused once per change.
+	floor := ks.maxSeen.Max(ks.ballot)
+	if ms := uint64(max(now, 0) / time.Millisecond); ms > floor.Counter {
+		floor = Ballot{Counter: ms}
+	}
+	b, err := NextBallot(p.cfg.ID, floor)
 	if err != nil {
 		p.finish(now, ks, Value{}, err, false)
 		return
@@ -387,14 +398,8 @@ func (p *Proposer) onReject(now time.Duration, ks *keyState, set quorum.Set, fro
 		ks.maxSeen = ks.maxSeen.Max(it.Conflict)
 	}
 	if !set.CanReach(func(id NodeID) bool { return contains(ks.rejects, id) }) {
-		if ks.phase == phaseAccept {
-			// Acceptors that refused a ballot never accept it later, so no
-			// accept quorum can ever hold this round's value: not a doubt.
-			r := ks.cur
-			if n := len(r.mutatingBallots); n > 0 && r.mutatingBallots[n-1] == ks.ballot {
-				r.mutatingBallots = r.mutatingBallots[:n-1]
-			}
-		}
+		// The refused round stays a doubt: a minority may have accepted its
+		// value, and a later prepare by anyone can adopt and commit it.
 		err := fmt.Errorf("%w: %v from acceptor %d (greatest seen %v)", ErrConflict, it.Reject, from, ks.maxSeen)
 		if it.Reject == RejectConflict {
 			p.stats.NAKs++
@@ -461,6 +466,7 @@ func (p *Proposer) onAcceptReply(now time.Duration, ks *keyState, from NodeID, f
 	if !ks.next.IsZero() && ks.cfg == p.quorum &&
 		ks.cfg.Prepare.IsQuorum(func(id NodeID) bool { return contains(ks.acks, id) }) {
 		p.setCache(ks, ks.next, ks.proposed)
+		ks.cachedAt = now
 	} else {
 		p.clearCache(ks)
 	}
@@ -601,7 +607,7 @@ func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, c
 		p.stats.Failures++
 	}
 	p.results = append(p.results, res)
-	ks.timerGen++
+	ks.timerGen = 0 // no timer of this key is live any more
 	ks.phase = phaseIdle
 	ks.fast = false
 	if len(ks.queue) > 0 {
@@ -620,7 +626,8 @@ func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, c
 }
 
 func (p *Proposer) setTimer(ks *keyState, at time.Duration) {
-	ks.timerGen++
+	p.timerGen++
+	ks.timerGen = p.timerGen
 	ks.deadline = at
 	heap.Push(&p.timers, timer{at: at, key: ks.key, gen: ks.timerGen})
 }

@@ -9,7 +9,10 @@ import (
 // ProposerConfig configures a Proposer. Defaults follow the paper's
 // production knobs (phase 1 500 ms, phase 2 1 s, 5 attempts, base 100 ms).
 type ProposerConfig struct {
-	// ID is the proposer's id; it breaks ballot ties, so it must be unique.
+	// ID is the proposer's id; it breaks ballot ties, so it must be unique
+	// among proposers and across restarts: a restarted proposer that
+	// reused its id could reuse a ballot with another value. Drivers give
+	// each incarnation a fresh id (or persist the ballot counter).
 	ID NodeID
 	// Age is the proposer's starting age. Acceptors fence proposers whose
 	// age is below their floor (raised by register GC); a fenced proposer
@@ -34,6 +37,10 @@ type ProposerConfig struct {
 	// DisableFastPath turns off the one-round-trip path (the accept
 	// piggybacks the next promise and the proposer caches the value).
 	DisableFastPath bool
+	// FastPathTTL bounds how long a cached promise is used: an old one has
+	// most likely been overtaken by another proposer, and trying it costs
+	// a refused round.
+	FastPathTTL time.Duration
 
 	// MaxInFlight bounds the keys with an active proposal.
 	MaxInFlight int
@@ -59,6 +66,7 @@ const (
 	DefaultMaxQueuePerKey = 64
 	DefaultMaxBatchItems  = 512
 	DefaultMaxCachedKeys  = 1 << 20
+	DefaultFastPathTTL    = 5 * time.Second
 )
 
 // DefaultProposerConfig returns the paper's defaults for proposer id over q.
@@ -78,6 +86,7 @@ func DefaultProposerConfig(id NodeID, q quorum.Config) ProposerConfig {
 		MaxBatchItems:  DefaultMaxBatchItems,
 		MaxCachedKeys:  DefaultMaxCachedKeys,
 		MaxValueBytes:  MaxValueBytes,
+		FastPathTTL:    DefaultFastPathTTL,
 	}
 }
 
@@ -108,6 +117,8 @@ func (c ProposerConfig) Validate() error {
 		return configErr("MaxBatchItems", "must be at least 1, got %d", c.MaxBatchItems)
 	case c.MaxCachedKeys < 0:
 		return configErr("MaxCachedKeys", "must not be negative, got %d", c.MaxCachedKeys)
+	case !c.DisableFastPath && c.FastPathTTL <= 0:
+		return configErr("FastPathTTL", "must be positive with the fast path on, got %v", c.FastPathTTL)
 	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValueBytes:
 		return configErr("MaxValueBytes", "must be in [1, %d], got %d", MaxValueBytes, c.MaxValueBytes)
 	}

@@ -57,7 +57,11 @@ func TestProposerCompetingProposersStaySafe(t *testing.T) {
 	// p2 overtakes with a higher ballot; p1's cached promise is now stale.
 	require.NoError(t, c.do(2, "k", CAS(1, []byte("p2"))).Err)
 	r := c.do(1, "k", CAS(1, []byte("p1-again")))
+	// p1's refused fast-path accept might have landed on a minority, so
+	// the mismatch it then finds is reported as an unknown outcome.
 	require.ErrorIs(t, r.Err, ErrVersionMismatch, "p1 must see p2's write, not its own cache")
+	require.ErrorIs(t, r.Err, ErrUnknownOutcome)
+	r = c.do(1, "k", Read())
 	assert.Equal(t, []byte("p2"), r.Value.Data)
 	assert.GreaterOrEqual(t, c.proposers[1].Stats().NAKs, uint64(1))
 	r = c.do(1, "k", CAS(2, []byte("p1-3")))
@@ -237,4 +241,52 @@ func TestSetQuorumDropsFastPath(t *testing.T) {
 	require.NoError(t, r.Err)
 	assert.False(t, r.FastPath, "a new configuration needs a fresh prepare quorum")
 	require.Error(t, c.proposers[1].SetQuorum(quorum.Config{}))
+}
+
+// A refused accept round stays a doubt: a minority acceptor may hold its
+// value and another proposer may adopt and commit it (found by the
+// simulator, register seed 1).
+func TestRefusedMutatingRoundStaysUnknown(t *testing.T) {
+	c := newCluster(t, 3, 1, 2)
+	cfg := DefaultProposerConfig(1, quorum.MajorityConfig(101, 102, 103))
+	cfg.MaxAttempts = 1
+	p1, err := NewProposer(cfg, rand.New(rand.NewPCG(1, 1)))
+	require.NoError(t, err)
+	c.proposers[1] = p1
+	require.NoError(t, c.do(1, "k", CAS(0, []byte("a"))).Err)
+	// p2 only gets promises from 102 and 103 (its accepts are lost); 101
+	// still holds p1's promise.
+	c.drop = func(m Message) bool { return m.From == 2 && (m.To == 101 || m.Type == MsgAccept) }
+	require.ErrorIs(t, c.do(2, "k", Read()).Err, ErrNoQuorum)
+	c.drop = nil
+	// p1's fast-path accept lands on 101 alone; the others refuse.
+	r := c.do(1, "k", CAS(1, []byte("b")))
+	require.ErrorIs(t, r.Err, ErrUnknownOutcome)
+	// p2's next round may adopt the minority value: it did happen.
+	c.drop = func(m Message) bool { return m.From == 103 || m.To == 103 }
+	r = c.do(2, "k", Read())
+	require.NoError(t, r.Err)
+	assert.Equal(t, []byte("b"), r.Value.Data, "the write reported unknown took effect")
+}
+
+// Timers of a dropped key state must not fire for its successor (found by
+// the simulator, membership seed 147).
+func TestStaleTimerDoesNotFireForRecreatedKey(t *testing.T) {
+	c := newCluster(t, 3)
+	cfg := DefaultProposerConfig(1, quorum.MajorityConfig(101, 102, 103))
+	cfg.DisableFastPath = true // the key state is dropped when idle
+	p, err := NewProposer(cfg, rand.New(rand.NewPCG(1, 1)))
+	require.NoError(t, err)
+	c.proposers[1] = p
+	require.NoError(t, c.do(1, "k", Read()).Err) // leaves timers at 500 ms and 1 s
+	c.drop = func(m Message) bool { return m.Type.IsReply() }
+	require.NoError(t, p.Propose(600*time.Millisecond, 7, "k", Read()))
+	c.now = 600 * time.Millisecond
+	c.run() // quiesces at the new prepare deadline, 1.1 s
+	require.Len(t, c.results[1], 2)
+	r := c.results[1][1]
+	require.ErrorIs(t, r.Err, ErrNoQuorum)
+	assert.GreaterOrEqual(t, r.End-r.Start, time.Duration(DefaultMaxAttempts-1)*DefaultPhase1Timeout,
+		"every attempt ran its full phase timeout")
+	assert.Equal(t, uint64(DefaultMaxAttempts), p.Stats().Timeouts)
 }

@@ -1,0 +1,151 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// ErrConfig reports an invalid run configuration.
+var ErrConfig = errors.New("sim: invalid run config")
+
+// Config is one run: a scenario, a seed and the knobs of the command line.
+type Config struct {
+	Scenario string
+	Seed     uint64
+	Faults   FaultLevel
+	// Canary swaps in the broken acceptor and the canary fault mix.
+	Canary bool
+	// CanaryControl runs the canary's workload and fault mix with the real
+	// acceptor: it must pass, which shows the canary fails for the broken
+	// acceptor and not for the harsh setting.
+	CanaryControl bool
+	// Duration is the safety phase (0: the scenario's default).
+	Duration time.Duration
+	// LivenessBound is how long the healed system may take to converge.
+	LivenessBound time.Duration
+	// Keys and Proposers override the scenario's defaults when positive.
+	Keys      int
+	Proposers int
+	// Interval is the contention scenario's heartbeat interval.
+	Interval time.Duration
+	// DisableFastPath runs proposers without the one-round-trip path.
+	DisableFastPath bool
+	// OutDir receives porcupine visualisations (default os.TempDir()).
+	OutDir string
+	// CheckTimeout bounds the linearizability check.
+	CheckTimeout time.Duration
+	// Logger receives progress at debug level (nil: discard).
+	Logger *slog.Logger
+
+	// BreakLiveness is a test hook: the liveness phase cuts every link
+	// instead of healing, so the run must report a liveness violation.
+	BreakLiveness bool
+}
+
+// Default bounds.
+const (
+	DefaultLivenessBound = 60 * time.Second
+	DefaultCheckTimeout  = 30 * time.Second
+	// MaxDuration bounds a safety phase (a week of virtual time).
+	MaxDuration = 7 * 24 * time.Hour
+	// MaxKeys bounds --keys.
+	MaxKeys = 100000
+)
+
+func (c *Config) normalize() error {
+	if c.Duration < 0 || c.Duration > MaxDuration {
+		return fmt.Errorf("%w: duration %v (0..%v)", ErrConfig, c.Duration, MaxDuration)
+	}
+	if c.LivenessBound <= 0 {
+		c.LivenessBound = DefaultLivenessBound
+	}
+	if c.CheckTimeout <= 0 {
+		c.CheckTimeout = DefaultCheckTimeout
+	}
+	if c.Keys < 0 || c.Keys > MaxKeys {
+		return fmt.Errorf("%w: keys %d (0..%d)", ErrConfig, c.Keys, MaxKeys)
+	}
+	if c.Proposers < 0 || c.Proposers > MaxProposers {
+		return fmt.Errorf("%w: proposers %d (0..%d)", ErrConfig, c.Proposers, MaxProposers)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Result is what one run reports. The JSON names are the command's schema.
+type Result struct {
+	Seed           uint64             `json:"seed"`
+	Scenario       string             `json:"scenario"`
+	Faults         string             `json:"faults"`
+	Profile        string             `json:"profile"`
+	Canary         bool               `json:"canary,omitempty"`
+	SimSeconds     float64            `json:"sim_seconds"`
+	WallSeconds    float64            `json:"wall_seconds"`
+	Events         uint64             `json:"events"`
+	FaultsInjected map[string]uint64  `json:"faults_injected"`
+	Violations     []string           `json:"violations"`
+	Linearizable   string             `json:"linearizable"`
+	TraceHash      string             `json:"trace_hash"`
+	Ops            OpStats            `json:"ops"`
+	Metrics        map[string]float64 `json:"metrics,omitempty"`
+	Visualization  string             `json:"visualization,omitempty"`
+	Replay         string             `json:"replay"`
+}
+
+// Failed reports whether the run found anything wrong.
+func (r *Result) Failed() bool {
+	return len(r.Violations) > 0 || (r.Linearizable != LinOK && r.Linearizable != LinSkipped)
+}
+
+// ReplayCommand is the exact command that reruns cfg.
+func ReplayCommand(cfg Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "go run ./cmd/fmnode sim --scenario %s --seed %d --faults %s", cfg.Scenario, cfg.Seed, cfg.Faults)
+	if cfg.Canary {
+		b.WriteString(" --canary")
+	}
+	if cfg.CanaryControl {
+		b.WriteString(" --canary-control")
+	}
+	if cfg.Duration > 0 {
+		fmt.Fprintf(&b, " --duration %v", cfg.Duration)
+	}
+	if cfg.Keys > 0 {
+		fmt.Fprintf(&b, " --keys %d", cfg.Keys)
+	}
+	if cfg.Proposers > 0 {
+		fmt.Fprintf(&b, " --proposers %d", cfg.Proposers)
+	}
+	if cfg.DisableFastPath {
+		b.WriteString(" --no-fast-path")
+	}
+	if cfg.Interval > 0 {
+		fmt.Fprintf(&b, " --interval %v", cfg.Interval)
+	}
+	return b.String()
+}
+
+// Run executes one seed of a scenario. The error reports a configuration
+// problem; what the run found is in the Result.
+func Run(cfg Config) (Result, error) {
+	if err := cfg.normalize(); err != nil {
+		return Result{}, err
+	}
+	sc, ok := Lookup(cfg.Scenario)
+	if !ok {
+		return Result{}, fmt.Errorf("%w: unknown scenario %q (have %s)", ErrConfig, cfg.Scenario, strings.Join(ScenarioNames(), ", "))
+	}
+	start := time.Now() // wall time is measured around the run, never inside it
+	res, err := sc.Run(cfg)
+	if err != nil {
+		return Result{}, fmt.Errorf("sim: scenario %s seed %d: %w", cfg.Scenario, cfg.Seed, err)
+	}
+	res.WallSeconds = time.Since(start).Seconds()
+	res.Replay = ReplayCommand(cfg)
+	return res, nil
+}
