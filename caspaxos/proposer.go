@@ -119,9 +119,9 @@ type Proposer struct {
 	age     uint64
 	backoff Backoff
 
-	keys     map[string]*keyState
-	active   int
-	timers   timerHeap
+	keys   map[string]*keyState
+	active int
+	timers timerHeap
 	// timerGen numbers timers proposer-wide: a key's state may be dropped
 	// and recreated while its old timers are still in the heap.
 	timerGen uint64
