@@ -267,7 +267,9 @@ func syncDir(dir string) error {
 func openDB(path string, opts Options) (db *bbolt.DB, err error) {
 	defer faultsPanic()()
 	defer guard(&err, path, "open")
-	db, err = bbolt.Open(path, fileMode, &bbolt.Options{Timeout: opts.LockTimeout})
+	// The freelist is rebuilt from the pages at open instead of being
+	// written on every commit: fewer page writes per group commit.
+	db, err = bbolt.Open(path, fileMode, &bbolt.Options{Timeout: opts.LockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
 	if err == nil {
 		return db, nil
 	}

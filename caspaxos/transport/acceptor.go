@@ -1,0 +1,361 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fmnode/fmnode/caspaxos"
+)
+
+// AcceptorConfig configures the acceptor loop shared by AcceptorServer and
+// MemAcceptor.
+type AcceptorConfig struct {
+	// ID is the acceptor's id; requests addressed to another id are refused.
+	ID caspaxos.NodeID
+	// Store holds the acceptor's records. The caller opens it before and
+	// closes it after the server: the server never closes it.
+	Store caspaxos.Store
+	// InboxMessages bounds requests waiting for the acceptor loop.
+	InboxMessages int
+	// InboxBytes bounds the encoded size of requests waiting for the loop;
+	// connection readers wait (TCP backpressure) when it is used up.
+	InboxBytes int
+	// MaxStepMessages bounds the requests stepped into one group (one
+	// Store.Apply). While a group is being persisted the loop keeps
+	// stepping the next one, up to this bound.
+	MaxStepMessages int
+	// Logger receives connection and failure events; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the acceptor's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+func (c AcceptorConfig) withDefaults() (AcceptorConfig, error) {
+	if c.InboxMessages == 0 {
+		c.InboxMessages = DefaultInboxMessages
+	}
+	if c.InboxBytes == 0 {
+		c.InboxBytes = DefaultInboxBytes
+	}
+	if c.MaxStepMessages == 0 {
+		c.MaxStepMessages = DefaultMaxStepMessages
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case c.ID == 0:
+		return c, configErr("ID", "must be non-zero")
+	case c.Store == nil:
+		return c, configErr("Store", "must not be nil")
+	case c.InboxMessages < 1:
+		return c, configErr("InboxMessages", "must be at least 1, got %d", c.InboxMessages)
+	case c.InboxBytes < 1:
+		return c, configErr("InboxBytes", "must be at least 1, got %d", c.InboxBytes)
+	case c.MaxStepMessages < 1:
+		return c, configErr("MaxStepMessages", "must be at least 1, got %d", c.MaxStepMessages)
+	}
+	return c, nil
+}
+
+// inbound is one request on its way to the acceptor loop.
+type inbound struct {
+	m     caspaxos.Message
+	route route
+	cost  int
+}
+
+// persistJob is one Ready: the batch to make durable and the replies that
+// may leave once it is.
+type persistJob struct {
+	batch  caspaxos.Batch
+	msgs   []caspaxos.Message
+	routes []route
+	steps  int
+}
+
+// acceptorCore runs one caspaxos.Acceptor: a loop goroutine that owns the
+// state machine and steps requests, and a persistence goroutine that
+// applies each Ready's batch and then routes its replies. At most one batch
+// is being persisted at a time, and the loop takes the next Ready only once
+// it is done: batches reach the store one at a time, in order (the Store
+// interface does not promise that concurrent Apply calls land in call
+// order, and a later record overwritten by an earlier one would move a
+// promise backwards on disk), and replies leave in Ready order, each after
+// its own batch and every earlier batch is durable.
+type acceptorCore struct {
+	cfg     AcceptorConfig
+	log     *slog.Logger
+	metrics *acceptorMetrics
+	acc     *caspaxos.Acceptor
+
+	inbox   chan inbound
+	budget  *budget
+	persist chan *persistJob // capacity 1; the loop sends only when idle
+	durable chan struct{}    // capacity 1; persistence says "idle again"
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	failMu sync.Mutex
+	failed error
+	dead   chan struct{} // closed on a fatal error
+
+	stats struct {
+		messages, items, batches, records, replies, dropped atomic.Uint64
+		applyNanos                                          atomic.Uint64
+	}
+}
+
+// AcceptorStats counts what an acceptor did since it started.
+type AcceptorStats struct {
+	Messages uint64 // requests stepped
+	Items    uint64 // request items stepped
+	Batches  uint64 // Ready groups persisted (Store.Apply calls, empty ones included)
+	Records  uint64 // records written
+	Replies  uint64 // replies routed after their batch was durable
+	Dropped  uint64 // replies dropped (connection gone or too far behind)
+	// ApplyTime is the total time spent in Store.Apply.
+	ApplyTime time.Duration
+}
+
+func (c *acceptorCore) snapshot() AcceptorStats {
+	return AcceptorStats{
+		Messages:  c.stats.messages.Load(),
+		Items:     c.stats.items.Load(),
+		Batches:   c.stats.batches.Load(),
+		Records:   c.stats.records.Load(),
+		Replies:   c.stats.replies.Load(),
+		Dropped:   c.stats.dropped.Load(),
+		ApplyTime: time.Duration(c.stats.applyNanos.Load()),
+	}
+}
+
+func newAcceptorCore(cfg AcceptorConfig) (*acceptorCore, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	st, err := cfg.Store.Load()
+	if err != nil {
+		return nil, fmt.Errorf("transport: acceptor %d: load: %w", cfg.ID, err)
+	}
+	acc, err := caspaxos.NewAcceptor(cfg.ID, st)
+	if err != nil {
+		return nil, fmt.Errorf("transport: acceptor %d: recover: %w", cfg.ID, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &acceptorCore{
+		cfg:     cfg,
+		log:     cfg.Logger.With("acceptor", uint64(cfg.ID)),
+		metrics: newAcceptorMetrics(cfg.Registerer, cfg.ID),
+		acc:     acc,
+		inbox:   make(chan inbound, cfg.InboxMessages),
+		budget:  newBudget(cfg.InboxBytes),
+		persist: make(chan *persistJob, 1),
+		durable: make(chan struct{}, 1),
+		ctx:     ctx,
+		cancel:  cancel,
+		dead:    make(chan struct{}),
+	}
+	c.wg.Add(2)
+	go c.loop()
+	go c.persistLoop()
+	return c, nil
+}
+
+// submit hands a request to the loop, waiting for room in the inbox while
+// ctx allows (TCP readers: waiting is backpressure on the connection).
+func (c *acceptorCore) submit(ctx context.Context, in inbound) error {
+	if err := c.budget.acquire(ctx, in.cost); err != nil {
+		return err
+	}
+	select {
+	case c.inbox <- in:
+		return nil
+	case <-ctx.Done():
+		c.budget.release(in.cost)
+		return ctx.Err()
+	case <-c.ctx.Done():
+		c.budget.release(in.cost)
+		return ErrClosed
+	}
+}
+
+// trySubmit hands a request to the loop if there is room now.
+func (c *acceptorCore) trySubmit(in inbound) error {
+	if c.ctx.Err() != nil {
+		return ErrClosed
+	}
+	if !c.budget.tryAcquire(in.cost) {
+		return ErrQueueFull
+	}
+	select {
+	case c.inbox <- in:
+		return nil
+	default:
+		c.budget.release(in.cost)
+		return ErrQueueFull
+	}
+}
+
+// checkRequest reports why m must not reach the acceptor; a connection
+// that sends such a message is closed.
+func (c *acceptorCore) checkRequest(m caspaxos.Message) error {
+	if !m.Type.Valid() || m.Type.IsReply() {
+		return fmt.Errorf("%w: acceptor %d got a %v, not a request", caspaxos.ErrCorrupt, c.cfg.ID, m.Type)
+	}
+	if m.To != c.cfg.ID {
+		return fmt.Errorf("%w: request for acceptor %d reached acceptor %d", caspaxos.ErrCorrupt, m.To, c.cfg.ID)
+	}
+	return nil
+}
+
+func (c *acceptorCore) loop() {
+	defer c.wg.Done()
+	var routes []route
+	steps, busy := 0, false
+	for {
+		inbox := c.inbox
+		if steps >= c.cfg.MaxStepMessages {
+			inbox = nil // the group is full: wait for persistence
+		}
+		select {
+		case in := <-inbox:
+			routes = c.step(in, routes)
+			steps++
+		case <-c.durable:
+			busy = false
+		case <-c.ctx.Done():
+			return
+		}
+		// Drain whatever else is queued into the same group.
+	drain:
+		for steps < c.cfg.MaxStepMessages {
+			select {
+			case in := <-c.inbox:
+				routes = c.step(in, routes)
+				steps++
+			default:
+				break drain
+			}
+		}
+		if busy {
+			continue
+		}
+		if !c.acc.HasReady() {
+			// Only refused requests (no replies, nothing to write): the
+			// group is empty, so the step bound must not hold the inbox shut.
+			steps = 0
+			continue
+		}
+		batch, msgs := c.acc.Ready()
+		if err := c.acc.Violation(); err != nil {
+			c.fail(fmt.Errorf("transport: acceptor %d: %w", c.cfg.ID, err))
+			return
+		}
+		if len(msgs) != len(routes) {
+			// Every stepped request yields exactly one reply; if that ever
+			// stops holding, dropping the replies is the safe reaction.
+			c.log.Error("acceptor replies do not match requests; dropping replies",
+				"replies", len(msgs), "requests", len(routes))
+			msgs = nil
+		}
+		c.persist <- &persistJob{batch: batch, msgs: msgs, routes: routes, steps: steps}
+		routes, steps, busy = make([]route, 0, len(routes)), 0, true
+	}
+}
+
+func (c *acceptorCore) step(in inbound, routes []route) []route {
+	c.budget.release(in.cost)
+	c.metrics.messagesIn[in.m.Type].Inc()
+	c.metrics.itemsIn.Add(float64(len(in.m.Items)))
+	c.stats.messages.Add(1)
+	c.stats.items.Add(uint64(len(in.m.Items)))
+	if err := c.acc.Step(in.m); err != nil {
+		// Readers check requests first, so this is a bug; the request
+		// gets no reply, which the proposer survives.
+		c.log.Error("acceptor refused a request", "err", err)
+		return routes
+	}
+	return append(routes, in.route)
+}
+
+func (c *acceptorCore) persistLoop() {
+	defer c.wg.Done()
+	for {
+		var job *persistJob
+		select {
+		case job = <-c.persist:
+		case <-c.ctx.Done():
+			return
+		}
+		if !job.batch.Empty() {
+			start := time.Now()
+			if err := c.cfg.Store.Apply(job.batch); err != nil {
+				// The in-memory acceptor is now ahead of the disk: serving
+				// on could send replies that a restart would contradict.
+				c.fail(fmt.Errorf("transport: acceptor %d: store apply: %w", c.cfg.ID, err))
+				return
+			}
+			took := time.Since(start)
+			c.metrics.fsync.Observe(took.Seconds())
+			c.stats.applyNanos.Add(uint64(took))
+		}
+		c.stats.batches.Add(1)
+		c.stats.records.Add(uint64(len(job.batch.Put)))
+		c.stats.replies.Add(uint64(len(job.msgs)))
+		c.metrics.batches.Inc()
+		c.metrics.batchMsgs.Observe(float64(job.steps))
+		c.metrics.batchPuts.Observe(float64(len(job.batch.Put)))
+		for i, m := range job.msgs {
+			job.routes[i].deliver(m)
+		}
+		c.metrics.messagesOut.Add(float64(len(job.msgs)))
+		// Let the connection writers just handed replies run before the
+		// next group starts: otherwise, with few Ps, the store's commit
+		// work for that group can hold the P while the replies of this
+		// one wait.
+		runtime.Gosched()
+		c.durable <- struct{}{}
+	}
+}
+
+// fail records a fatal error and stops the acceptor: it stops stepping and
+// sends nothing more. Callers learn of it through Err and Dead.
+func (c *acceptorCore) fail(err error) {
+	c.failMu.Lock()
+	first := c.failed == nil
+	if first {
+		c.failed = err
+		close(c.dead)
+	}
+	c.failMu.Unlock()
+	if first {
+		c.log.Error("acceptor stopped", "err", err)
+	}
+	c.cancel()
+}
+
+// err returns the fatal error, if any.
+func (c *acceptorCore) err() error {
+	c.failMu.Lock()
+	defer c.failMu.Unlock()
+	return c.failed
+}
+
+// close stops both goroutines and waits for them. A batch being applied
+// finishes first (Apply cannot be interrupted); its replies are routed
+// (and dropped by closed connections).
+func (c *acceptorCore) close() {
+	c.cancel()
+	c.wg.Wait()
+}

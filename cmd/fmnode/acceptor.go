@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fmnode/fmnode/caspaxos"
+	"github.com/fmnode/fmnode/caspaxos/boltstore"
+	"github.com/fmnode/fmnode/caspaxos/pebblestore"
+	"github.com/fmnode/fmnode/caspaxos/transport"
+)
+
+// acceptorStats is the line `fmnode acceptor --control-stdin` prints for a
+// "stats" command and once more at shutdown: `stats {json}`. The bench
+// reads it to sum fsyncs over its acceptor processes.
+type acceptorStats struct {
+	ID       uint64  `json:"id"`
+	Store    string  `json:"store"`
+	Fsyncs   uint64  `json:"fsyncs"`
+	Batches  uint64  `json:"batches"`
+	Messages uint64  `json:"messages"`
+	Items    uint64  `json:"items"`
+	Records  uint64  `json:"records"`
+	Replies  uint64  `json:"replies"`
+	Dropped  uint64  `json:"dropped"`
+	ApplyS   float64 `json:"apply_s"`
+}
+
+const statsPrefix = "stats "
+
+// openedStore is a store plus its fsync counter.
+type openedStore struct {
+	caspaxos.Store
+	fsyncs func() uint64
+}
+
+// openStore opens the store kind ("bbolt", "pebble", "memory") under dir.
+func openStore(kind, dir string, log *slog.Logger) (openedStore, error) {
+	switch kind {
+	case "bbolt", "bolt":
+		if dir == "" {
+			return openedStore{}, errors.New("--data is required for --store bbolt")
+		}
+		st, err := boltstore.Open(filepath.Join(dir, "acceptor.db"), boltstore.Options{Logger: log})
+		if err != nil {
+			return openedStore{}, fmt.Errorf("open bbolt store: %w", err)
+		}
+		return openedStore{Store: st, fsyncs: st.Fsyncs}, nil
+	case "pebble":
+		if dir == "" {
+			return openedStore{}, errors.New("--data is required for --store pebble")
+		}
+		st, err := pebblestore.Open(filepath.Join(dir, "pebble"), pebblestore.Options{Logger: log})
+		if err != nil {
+			return openedStore{}, fmt.Errorf("open pebble store: %w", err)
+		}
+		return openedStore{Store: st, fsyncs: st.Fsyncs}, nil
+	case "memory", "mem":
+		st := caspaxos.NewMemoryStore()
+		// A memory store never syncs; count its applies, which is what a
+		// disk store without group commit would have synced.
+		return openedStore{Store: st, fsyncs: st.Applies}, nil
+	}
+	return openedStore{}, fmt.Errorf("unknown --store %q (bbolt, pebble, memory)", kind)
+}
+
+func parseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("bad --log-level %q: %w", s, err)
+	}
+	return l, nil
+}
+
+// runAcceptor serves one acceptor until ctx ends (SIGTERM/SIGINT) or, with
+// --control-stdin, until stdin closes. The first line on stdout is
+// "listening ADDR".
+func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fmnode acceptor", flag.ContinueOnError)
+	id := fs.Uint64("id", 0, "acceptor id (non-zero, unique in the cluster)")
+	listen := fs.String("listen", "127.0.0.1:0", "TCP address to listen on")
+	storeKind := fs.String("store", "bbolt", "store: bbolt, pebble or memory")
+	dataDir := fs.String("data", "", "data directory (bbolt and pebble)")
+	maxFrame := fs.Int("max-frame-bytes", transport.DefaultMaxFrameBytes, "largest frame accepted or sent")
+	idle := fs.Duration("idle-timeout", transport.DefaultIdleTimeout, "close connections idle this long")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	control := fs.Bool("control-stdin", false, "read commands from stdin (\"stats\" prints a stats line); exit when stdin closes")
+	metricsAddr := fs.String("metrics-listen", "", "serve Prometheus metrics on this address at /metrics (empty: off)")
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	level, err := parseLogLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "fmnode acceptor:", err)
+		return 2
+	}
+	if *id == 0 {
+		fmt.Fprintln(stderr, "fmnode acceptor: --id must be non-zero")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err := serveAcceptor(ctx, acceptorOptions{
+		id: caspaxos.NodeID(*id), listen: *listen, store: *storeKind, dir: *dataDir,
+		maxFrame: *maxFrame, idle: *idle, cpuProfile: *cpuProfile, control: *control, metrics: *metricsAddr,
+	}, os.Stdin, stdout, log); err != nil {
+		log.Error("acceptor failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+type acceptorOptions struct {
+	id         caspaxos.NodeID
+	listen     string
+	store      string
+	dir        string
+	maxFrame   int
+	idle       time.Duration
+	cpuProfile string
+	control    bool
+	metrics    string
+}
+
+func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdout io.Writer, log *slog.Logger) (err error) {
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if perr := stopProfile(); err == nil && perr != nil {
+			err = fmt.Errorf("cpuprofile: %w", perr)
+		}
+	}()
+	st, err := openStore(o.store, o.dir, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := st.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close store: %w", cerr)
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := transport.ListenAcceptor(transport.ServerConfig{
+		AcceptorConfig: transport.AcceptorConfig{ID: o.id, Store: st, Logger: log, Registerer: reg},
+		Addr:           o.listen,
+		MaxFrameBytes:  o.maxFrame,
+		IdleTimeout:    o.idle,
+	})
+	if err != nil {
+		return err
+	}
+	if o.metrics != "" {
+		stopMetrics, err := serveMetrics(o.metrics, reg, log)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		defer stopMetrics()
+	}
+	out := &lineWriter{w: stdout}
+	out.printf("listening %s\n", srv.Addr())
+
+	stats := func() {
+		s := srv.Stats()
+		b, _ := json.Marshal(acceptorStats{
+			ID: uint64(o.id), Store: o.store, Fsyncs: st.fsyncs(), Batches: s.Batches, Messages: s.Messages,
+			Items: s.Items, Records: s.Records, Replies: s.Replies, Dropped: s.Dropped, ApplyS: s.ApplyTime.Seconds(),
+		})
+		out.printf("%s%s\n", statsPrefix, b)
+	}
+	stdinClosed := make(chan struct{})
+	if o.control {
+		go func() {
+			// This goroutine may outlive serveAcceptor while blocked on a
+			// read of stdin; it touches nothing but out after that.
+			defer close(stdinClosed)
+			sc := bufio.NewScanner(stdin)
+			for sc.Scan() {
+				switch strings.TrimSpace(sc.Text()) {
+				case "stats":
+					stats()
+				case "quit":
+					return
+				}
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case <-stdinClosed:
+	case <-srv.Dead():
+	}
+	cerr := srv.Close()
+	stats()
+	log.Info("acceptor shut down", "fsyncs", st.fsyncs())
+	return cerr
+}
+
+// serveMetrics serves reg at http://addr/metrics until the returned
+// function is called.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server failed", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		<-done
+	}, nil
+}
+
+// lineWriter serialises whole lines to stdout from several goroutines.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, format, args...)
+}

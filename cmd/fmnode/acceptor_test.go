@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/caspaxos"
+	"github.com/fmnode/fmnode/caspaxos/transport"
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// acceptorUnderTest runs serveAcceptor with piped stdin and stdout.
+type acceptorUnderTest struct {
+	stdin *io.PipeWriter
+	lines chan string
+	done  chan error
+}
+
+func startAcceptorUnderTest(t *testing.T, ctx context.Context, o acceptorOptions) *acceptorUnderTest {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	a := &acceptorUnderTest{stdin: inW, lines: make(chan string, 16), done: make(chan error, 1)}
+	go func() {
+		a.done <- serveAcceptor(ctx, o, inR, outW, slog.New(slog.DiscardHandler))
+		_ = outW.Close()
+	}()
+	go func() {
+		defer close(a.lines)
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			a.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { _ = inW.Close() })
+	return a
+}
+
+func (a *acceptorUnderTest) line(t *testing.T) string {
+	t.Helper()
+	select {
+	case l := <-a.lines:
+		return l
+	case <-time.After(10 * time.Second):
+		t.Fatal("no line from the acceptor")
+		return ""
+	}
+}
+
+func parseStats(t *testing.T, line string) acceptorStats {
+	t.Helper()
+	js, ok := strings.CutPrefix(line, statsPrefix)
+	require.True(t, ok, "not a stats line: %q", line)
+	var s acceptorStats
+	require.NoError(t, json.Unmarshal([]byte(js), &s))
+	return s
+}
+
+func TestServeAcceptorControlStdin(t *testing.T) {
+	for _, store := range []string{"bbolt", "memory"} {
+		t.Run(store, func(t *testing.T) {
+			a := startAcceptorUnderTest(t, context.Background(), acceptorOptions{
+				id: 1, listen: "127.0.0.1:0", store: store, dir: t.TempDir(),
+				maxFrame: transport.DefaultMaxFrameBytes, control: true,
+			})
+			addr, ok := strings.CutPrefix(a.line(t), "listening ")
+			require.True(t, ok)
+
+			tr, err := transport.DialTCP(transport.ClientConfig{Peers: map[caspaxos.NodeID]string{1: addr}})
+			require.NoError(t, err)
+			defer tr.Close()
+			require.NoError(t, tr.WaitConnected(context.Background()))
+			n, err := transport.NewProposerNode(transport.NodeConfig{
+				Proposer: caspaxos.DefaultProposerConfig(9, quorum.MajorityConfig(1))}, tr)
+			require.NoError(t, err)
+			defer n.Close()
+			v, err := n.Propose(context.Background(), "k", caspaxos.CAS(0, []byte("v")))
+			require.NoError(t, err)
+			assert.Equal(t, uint64(1), v.Version)
+
+			_, err = io.WriteString(a.stdin, "stats\n")
+			require.NoError(t, err)
+			s := parseStats(t, a.line(t))
+			assert.Equal(t, uint64(1), s.ID)
+			assert.Equal(t, store, s.Store)
+			assert.Positive(t, s.Fsyncs)
+			assert.Positive(t, s.Messages)
+			assert.Positive(t, s.Records)
+
+			require.NoError(t, a.stdin.Close()) // EOF on stdin: shut down
+			final := parseStats(t, a.line(t))
+			assert.GreaterOrEqual(t, final.Fsyncs, s.Fsyncs)
+			require.NoError(t, <-a.done)
+		})
+	}
+}
+
+func TestServeAcceptorMetrics(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	metricsAddr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	a := startAcceptorUnderTest(t, ctx, acceptorOptions{id: 3, listen: "127.0.0.1:0", store: "memory",
+		maxFrame: transport.DefaultMaxFrameBytes, metrics: metricsAddr})
+	require.True(t, strings.HasPrefix(a.line(t), "listening "))
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Contains(t, string(body), "fmnode_acceptor_connections")
+	assert.Contains(t, string(body), "go_goroutines")
+	cancel()
+	require.NoError(t, <-a.done)
+}
+
+func TestServeAcceptorStopsOnContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	a := startAcceptorUnderTest(t, ctx, acceptorOptions{id: 2, listen: "127.0.0.1:0", store: "memory",
+		maxFrame: transport.DefaultMaxFrameBytes})
+	require.True(t, strings.HasPrefix(a.line(t), "listening 127.0.0.1:"))
+	cancel()
+	select {
+	case err := <-a.done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("acceptor did not stop on context cancellation")
+	}
+	parseStats(t, a.line(t))
+}
+
+func TestRunAcceptorFlags(t *testing.T) {
+	tests := map[string]struct {
+		args []string
+		code int
+		want string
+	}{
+		"no id":         {args: []string{"--store", "memory"}, code: 2, want: "--id must be non-zero"},
+		"bad level":     {args: []string{"--id", "1", "--log-level", "loud"}, code: 2, want: "bad --log-level"},
+		"unknown store": {args: []string{"--id", "1", "--store", "tape"}, code: 1, want: `unknown --store \"tape\"`},
+		"bbolt no dir":  {args: []string{"--id", "1", "--store", "bbolt"}, code: 1, want: "--data is required"},
+		"bad listen":    {args: []string{"--id", "1", "--store", "memory", "--listen", "256.0.0.1:x"}, code: 1, want: "listen"},
+		"tiny frames":   {args: []string{"--id", "1", "--store", "memory", "--max-frame-bytes", "10"}, code: 1, want: "MaxFrameBytes"},
+		"help":          {args: []string{"-h"}, code: 0, want: "control-stdin"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := runAcceptor(context.Background(), tc.args, &stdout, &stderr)
+			assert.Equal(t, tc.code, code)
+			assert.Contains(t, stderr.String(), tc.want)
+		})
+	}
+}
+
+func TestOpenStore(t *testing.T) {
+	dir := t.TempDir()
+	st, err := openStore("bbolt", dir, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, st.Apply(caspaxos.Batch{Put: []caspaxos.Record{{Key: "k", Promised: caspaxos.Ballot{Counter: 1, Proposer: 1}}}}))
+	assert.Positive(t, st.fsyncs())
+	require.NoError(t, st.Close())
+
+	mem, err := openStore("memory", "", nil)
+	require.NoError(t, err)
+	require.NoError(t, mem.Apply(caspaxos.Batch{Put: []caspaxos.Record{{Key: "k", Promised: caspaxos.Ballot{Counter: 1, Proposer: 1}}}}))
+	assert.Equal(t, uint64(1), mem.fsyncs())
+
+	_, err = openStore("floppy", dir, nil)
+	assert.Error(t, err)
+}

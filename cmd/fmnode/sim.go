@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fmnode/fmnode/sim"
+)
+
+// simSummary closes the output of `fmnode sim`: what the sweep ran and how
+// fast (seeds per minute, simulated seconds per wall second over all cores).
+type simSummary struct {
+	Summary            bool              `json:"summary"`
+	Scenario           string            `json:"scenario"`
+	Faults             string            `json:"faults"`
+	Canary             bool              `json:"canary,omitempty"`
+	Runs               int               `json:"runs"`
+	Failed             int               `json:"failed"`
+	Errors             int               `json:"errors"`
+	FailedSeeds        []uint64          `json:"failed_seeds"`
+	WallSeconds        float64           `json:"wall_seconds"`
+	SimSeconds         float64           `json:"sim_seconds"`
+	Events             uint64            `json:"events"`
+	SeedsPerMinute     float64           `json:"seeds_per_minute"`
+	SimSecondsPerWallS float64           `json:"sim_seconds_per_wall_second"`
+	FaultsInjected     map[string]uint64 `json:"faults_injected"`
+	Workers            int               `json:"workers"`
+}
+
+// runSim is `fmnode sim`: run one seed or a sweep of a scenario on the
+// deterministic simulator and report every run. The exit code is 1 when any
+// run found a violation (or, under --canary, when every run caught the
+// broken acceptor, the expected outcome), 2 on bad usage.
+func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fmnode sim", flag.ContinueOnError)
+	scenario := fs.String("scenario", "register", "scenario to run (see the list below)")
+	seed := fs.Uint64("seed", 1, "seed of a single run")
+	seeds := fs.String("seeds", "", "inclusive seed range A..B to sweep (overrides --seed)")
+	faults := fs.String("faults", "light", "fault level: none, light, heavy or swarm (swarm draws a mix per seed)")
+	asJSON := fs.Bool("json", false, "print one JSON object per run and a summary object")
+	canary := fs.Bool("canary", false, "swap in a deliberately broken acceptor: every run must report a violation")
+	canaryControl := fs.Bool("canary-control", false, "the canary's workload and faults with the real acceptor (must pass)")
+	out := fs.String("out", "", "directory for porcupine visualisations of failures (default: the temp dir)")
+	duration := fs.Duration("duration", 0, "simulated length of the safety phase (0: the scenario's default)")
+	liveness := fs.Duration("liveness", sim.DefaultLivenessBound, "simulated time the healed system has to converge")
+	keys := fs.Int("keys", 0, "registers the workload uses (0: the scenario's default)")
+	proposers := fs.Int("proposers", 0, "proposers (0: the scenario's default)")
+	interval := fs.Duration("interval", 0, "contention: heartbeat interval of each proposer (0: 30s)")
+	noFast := fs.Bool("no-fast-path", false, "run proposers without the one-round-trip path")
+	workers := fs.Int("workers", runtime.NumCPU(), "parallel runs in a sweep (each run is single-threaded)")
+	checkTimeout := fs.Duration("check-timeout", sim.DefaultCheckTimeout, "bound on the linearizability check of one run")
+	verbose := fs.Bool("v", false, "log phase changes to stderr")
+	fs.Usage = func() { simUsage(fs) }
+	if ok, code := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	level, err := sim.ParseFaultLevel(*faults)
+	if err != nil {
+		fmt.Fprintf(stderr, "fmnode sim: %v\n", err)
+		return 2
+	}
+	if _, ok := sim.Lookup(*scenario); !ok {
+		fmt.Fprintf(stderr, "fmnode sim: unknown scenario %q (have %s)\n", *scenario, strings.Join(sim.ScenarioNames(), ", "))
+		return 2
+	}
+	if *canary && *scenario != "register" {
+		fmt.Fprintf(stderr, "fmnode sim: --canary runs the register scenario only\n")
+		return 2
+	}
+	lo, hi := *seed, *seed
+	if *seeds != "" {
+		if lo, hi, err = sim.ParseSeedRange(*seeds); err != nil {
+			fmt.Fprintf(stderr, "fmnode sim: %v\n", err)
+			return 2
+		}
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	base := sim.Config{
+		Scenario: *scenario, Faults: level, Canary: *canary, CanaryControl: *canaryControl,
+		Duration: *duration, LivenessBound: *liveness, Keys: *keys, Proposers: *proposers,
+		Interval: *interval, DisableFastPath: *noFast, OutDir: *out, CheckTimeout: *checkTimeout, Logger: logger,
+	}
+	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,
+		Workers: *workers, FaultsInjected: make(map[string]uint64), FailedSeeds: []uint64{}}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "%-8s %-11s %-7s %9s %8s %10s %7s %-8s %5s  %s\n",
+			"seed", "scenario", "faults", "sim_s", "wall_s", "events", "faults", "lin", "viol", "trace_hash")
+	}
+	start := time.Now() // wall time of the whole sweep, outside every run
+	enc := json.NewEncoder(stdout)
+	sim.Sweep(ctx, base, lo, hi, *workers, func(r sim.SweepResult) {
+		sum.Runs++
+		if r.Err != nil {
+			sum.Errors++
+			fmt.Fprintf(stderr, "fmnode sim: %v\n", r.Err)
+			return
+		}
+		res := r.Result
+		sum.SimSeconds += res.SimSeconds
+		sum.Events += res.Events
+		for k, v := range res.FaultsInjected {
+			sum.FaultsInjected[k] += v
+		}
+		if res.Failed() {
+			sum.Failed++
+			sum.FailedSeeds = append(sum.FailedSeeds, res.Seed)
+		}
+		if *asJSON {
+			if err := enc.Encode(res); err != nil {
+				fmt.Fprintf(stderr, "fmnode sim: %v\n", err)
+			}
+			return
+		}
+		printRun(stdout, res, *canary)
+	})
+	sum.WallSeconds = time.Since(start).Seconds()
+	if sum.WallSeconds > 0 {
+		sum.SeedsPerMinute = float64(sum.Runs) / sum.WallSeconds * 60
+		sum.SimSecondsPerWallS = sum.SimSeconds / sum.WallSeconds
+	}
+	if *asJSON {
+		if err := enc.Encode(sum); err != nil {
+			fmt.Fprintf(stderr, "fmnode sim: %v\n", err)
+		}
+	} else {
+		printSummary(stdout, sum)
+	}
+	return simExitCode(stdout, sum, *canary, *asJSON)
+}
+
+// simExitCode: 2 when a run could not be set up, 1 when a run failed.
+// Under --canary failing is what must happen, on every seed: exit 1 then
+// (so CI runs `! fmnode sim --canary ...`), and 0 if any seed let the
+// broken acceptor through, which CI's `!` turns into a failure.
+func simExitCode(stdout io.Writer, sum simSummary, canary, quiet bool) int {
+	if sum.Errors > 0 {
+		return 2
+	}
+	if canary {
+		if sum.Runs > 0 && sum.Failed == sum.Runs {
+			if !quiet {
+				fmt.Fprintf(stdout, "canary: violation detected as expected in %d of %d runs\n", sum.Failed, sum.Runs)
+			}
+			return 1
+		}
+		if !quiet {
+			fmt.Fprintf(stdout, "canary: NOT detected in %d of %d runs: the simulator missed a broken acceptor\n", sum.Runs-sum.Failed, sum.Runs)
+		}
+		return 0
+	}
+	if sum.Failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func printRun(w io.Writer, r sim.Result, canary bool) {
+	var faults uint64
+	for _, v := range r.FaultsInjected {
+		faults += v
+	}
+	fmt.Fprintf(w, "%-8d %-11s %-7s %9.1f %8.3f %10d %7d %-8s %5d  %s\n",
+		r.Seed, r.Scenario, r.Faults, r.SimSeconds, r.WallSeconds, r.Events, faults, r.Linearizable, len(r.Violations), r.TraceHash)
+	if r.Scenario == "contention" {
+		printContention(w, r)
+	}
+	if !r.Failed() {
+		return
+	}
+	label := "FAIL"
+	if canary {
+		label = "canary caught"
+	}
+	fmt.Fprintf(w, "  %s seed %d (%s)\n", label, r.Seed, r.Profile)
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "    %s\n", v)
+	}
+	if r.Visualization != "" {
+		fmt.Fprintf(w, "    history: %s\n", r.Visualization)
+	}
+	fmt.Fprintf(w, "    replay:  %s\n", r.Replay)
+}
+
+// printContention shows the three backoff kinds side by side.
+func printContention(w io.Writer, r sim.Result) {
+	fmt.Fprintf(w, "  %-12s %14s %10s %8s %12s %9s %9s\n", "backoff", "conflict_rate", "rounds", "naks", "goodput/s", "p50_ms", "p99_ms")
+	for _, k := range []string{"none", "exponential", "adaptive"} {
+		m := r.Metrics
+		fmt.Fprintf(w, "  %-12s %13.4f%% %10.0f %8.0f %12.4f %9.0f %9.0f\n", k,
+			100*m["conflict_rate_"+k], m["rounds_"+k], m["naks_"+k], m["goodput_per_second_"+k], m["latency_p50_ms_"+k], m["latency_p99_ms_"+k])
+	}
+}
+
+func printSummary(w io.Writer, s simSummary) {
+	fmt.Fprintf(w, "runs %d  failed %d  errors %d  wall %.2fs  seeds/min %.0f  sim s/wall s %.0f (on %d workers)\n",
+		s.Runs, s.Failed, s.Errors, s.WallSeconds, s.SeedsPerMinute, s.SimSecondsPerWallS, s.Workers)
+	kinds := make([]string, 0, len(s.FaultsInjected))
+	for k, v := range s.FaultsInjected {
+		if v > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	slices.Sort(kinds)
+	if len(kinds) > 0 {
+		fmt.Fprintf(w, "faults injected: %s\n", strings.Join(kinds, " "))
+	}
+	if len(s.FailedSeeds) > 0 {
+		fmt.Fprintf(w, "failed seeds: %v\n", s.FailedSeeds)
+	}
+}
+
+func simUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintln(w, "usage: fmnode sim [--scenario NAME] [--seed N | --seeds A..B] [--faults none|light|heavy|swarm] [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Runs the real cores on a simulated clock, network and disk from one seed: a")
+	fmt.Fprintln(w, "safety phase under faults, then a liveness phase in which faults heal and the")
+	fmt.Fprintln(w, "system must converge. A seed at one commit replays exactly (same trace_hash).")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "scenarios:")
+	for _, s := range sim.Scenarios() {
+		fmt.Fprintf(w, "  %-11s %s\n", s.Name(), s.Description())
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "flags:")
+	fs.PrintDefaults()
+}
