@@ -33,6 +33,7 @@ import (
 type acceptorStats struct {
 	ID       uint64  `json:"id"`
 	Store    string  `json:"store"`
+	Shards   int     `json:"shards,omitempty"`
 	Fsyncs   uint64  `json:"fsyncs"`
 	Batches  uint64  `json:"batches"`
 	Messages uint64  `json:"messages"`
@@ -49,20 +50,92 @@ const statsPrefix = "stats "
 type openedStore struct {
 	caspaxos.Store
 	fsyncs func() uint64
+	shards int // bbolt files the store spreads over; 0 for other stores
+}
+
+// defaultBoltShards is the shard count of a new bbolt store when --shards
+// is not given: 1, the single-file store. Chosen by measurement
+// (docs/BENCHMARKS.md, CAS section): on the 2-core build machine, with
+// three acceptor processes sharing one disk, every shard count above 1
+// lowered `fmnode bench cas` throughput (each shard commit pays its own two
+// fdatasyncs and meta page, and those parallel fsyncs did not overlap well
+// enough to win it back). Raise it only on a machine where the bench says so.
+const defaultBoltShards = 1
+
+// Names inside --data: the single-file bbolt store and the sharded one's
+// directory. Different names, so that neither layout can be mistaken for
+// the other and a --shards change cannot silently start an empty store.
+const (
+	boltFileName  = "acceptor.db"
+	boltShardsDir = "shards"
+)
+
+// resolveBoltShards picks the shard count for the bbolt store in dir.
+// shards 0 means "whatever dir already holds, else defaultBoltShards", so
+// an upgrade that changes the default keeps opening existing stores. An
+// explicit count that contradicts the layout on disk is refused: opening
+// the other layout would start an empty store beside the real one, and an
+// acceptor that forgets its promises breaks Paxos.
+func resolveBoltShards(dir string, shards int) (int, error) {
+	if shards < 0 || shards > boltstore.MaxShards {
+		return 0, fmt.Errorf("--shards %d out of range [1, %d]", shards, boltstore.MaxShards)
+	}
+	single := filepath.Join(dir, boltFileName)
+	_, err := os.Stat(single)
+	hasSingle := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("inspect %s: %w", single, err)
+	}
+	sharded, err := boltstore.ReadManifest(filepath.Join(dir, boltShardsDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, err
+	}
+	switch {
+	case hasSingle && sharded > 0:
+		return 0, fmt.Errorf("%s holds both a single-file bbolt store (%s) and a sharded one (%s): refusing to pick one",
+			dir, boltFileName, boltShardsDir)
+	case hasSingle && shards > 1:
+		return 0, fmt.Errorf("%s holds a single-file bbolt store (%s); open it with --shards 1 (or omit --shards)", dir, single)
+	case sharded > 0 && shards == 1:
+		return 0, fmt.Errorf("%s holds a bbolt store of %d shards; open it with --shards %d (or omit --shards)", dir, sharded, sharded)
+	case shards > 0:
+		return shards, nil
+	case hasSingle:
+		return 1, nil
+	case sharded > 0:
+		return sharded, nil
+	}
+	return defaultBoltShards, nil
 }
 
 // openStore opens the store kind ("bbolt", "pebble", "memory") under dir.
-func openStore(kind, dir string, log *slog.Logger) (openedStore, error) {
+// shards applies to bbolt only: 1 is the single-file store, more is the
+// sharded store, 0 picks (see resolveBoltShards).
+func openStore(kind, dir string, shards int, log *slog.Logger) (openedStore, error) {
+	if shards != 0 && kind != "bbolt" && kind != "bolt" {
+		return openedStore{}, fmt.Errorf("--shards applies to --store bbolt only, not %q", kind)
+	}
 	switch kind {
 	case "bbolt", "bolt":
 		if dir == "" {
 			return openedStore{}, errors.New("--data is required for --store bbolt")
 		}
-		st, err := boltstore.Open(filepath.Join(dir, "acceptor.db"), boltstore.Options{Logger: log})
+		n, err := resolveBoltShards(dir, shards)
 		if err != nil {
 			return openedStore{}, fmt.Errorf("open bbolt store: %w", err)
 		}
-		return openedStore{Store: st, fsyncs: st.Fsyncs}, nil
+		if n == 1 {
+			st, err := boltstore.Open(filepath.Join(dir, boltFileName), boltstore.Options{Logger: log})
+			if err != nil {
+				return openedStore{}, fmt.Errorf("open bbolt store: %w", err)
+			}
+			return openedStore{Store: st, fsyncs: st.Fsyncs, shards: 1}, nil
+		}
+		st, err := boltstore.OpenSharded(filepath.Join(dir, boltShardsDir), n, boltstore.Options{Logger: log})
+		if err != nil {
+			return openedStore{}, fmt.Errorf("open sharded bbolt store: %w", err)
+		}
+		return openedStore{Store: st, fsyncs: st.Fsyncs, shards: n}, nil
 	case "pebble":
 		if dir == "" {
 			return openedStore{}, errors.New("--data is required for --store pebble")
@@ -98,6 +171,7 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	listen := fs.String("listen", "127.0.0.1:0", "TCP address to listen on")
 	storeKind := fs.String("store", "bbolt", "store: bbolt, pebble or memory")
 	dataDir := fs.String("data", "", "data directory (bbolt and pebble)")
+	shards := fs.Int("shards", 0, fmt.Sprintf("bbolt files to spread records over; 1 is the single-file store (0: what --data holds, else %d)", defaultBoltShards))
 	maxFrame := fs.Int("max-frame-bytes", transport.DefaultMaxFrameBytes, "largest frame accepted or sent")
 	idle := fs.Duration("idle-timeout", transport.DefaultIdleTimeout, "close connections idle this long")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -118,7 +192,7 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if err := serveAcceptor(ctx, acceptorOptions{
-		id: caspaxos.NodeID(*id), listen: *listen, store: *storeKind, dir: *dataDir,
+		id: caspaxos.NodeID(*id), listen: *listen, store: *storeKind, dir: *dataDir, shards: *shards,
 		maxFrame: *maxFrame, idle: *idle, cpuProfile: *cpuProfile, control: *control, metrics: *metricsAddr,
 	}, os.Stdin, stdout, log); err != nil {
 		log.Error("acceptor failed", "err", err)
@@ -132,6 +206,7 @@ type acceptorOptions struct {
 	listen     string
 	store      string
 	dir        string
+	shards     int
 	maxFrame   int
 	idle       time.Duration
 	cpuProfile string
@@ -149,7 +224,7 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 			err = fmt.Errorf("cpuprofile: %w", perr)
 		}
 	}()
-	st, err := openStore(o.store, o.dir, log)
+	st, err := openStore(o.store, o.dir, o.shards, log)
 	if err != nil {
 		return err
 	}
@@ -183,7 +258,7 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 	stats := func() {
 		s := srv.Stats()
 		b, _ := json.Marshal(acceptorStats{
-			ID: uint64(o.id), Store: o.store, Fsyncs: st.fsyncs(), Batches: s.Batches, Messages: s.Messages,
+			ID: uint64(o.id), Store: o.store, Shards: st.shards, Fsyncs: st.fsyncs(), Batches: s.Batches, Messages: s.Messages,
 			Items: s.Items, Records: s.Records, Replies: s.Replies, Dropped: s.Dropped, ApplyS: s.ApplyTime.Seconds(),
 		})
 		out.printf("%s%s\n", statsPrefix, b)

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fmnode/fmnode/caspaxos"
+	"github.com/fmnode/fmnode/caspaxos/boltstore"
 	"github.com/fmnode/fmnode/caspaxos/transport"
 	"github.com/fmnode/fmnode/quorum"
 )
@@ -69,10 +72,20 @@ func parseStats(t *testing.T, line string) acceptorStats {
 }
 
 func TestServeAcceptorControlStdin(t *testing.T) {
-	for _, store := range []string{"bbolt", "memory"} {
-		t.Run(store, func(t *testing.T) {
+	tests := []struct {
+		store      string
+		shards     int
+		wantShards int
+	}{
+		{store: "bbolt", wantShards: defaultBoltShards},
+		{store: "bbolt", shards: 3, wantShards: 3},
+		{store: "memory"},
+	}
+	for _, tt := range tests {
+		store := tt.store
+		t.Run(fmt.Sprintf("%s/shards=%d", store, tt.shards), func(t *testing.T) {
 			a := startAcceptorUnderTest(t, context.Background(), acceptorOptions{
-				id: 1, listen: "127.0.0.1:0", store: store, dir: t.TempDir(),
+				id: 1, listen: "127.0.0.1:0", store: store, dir: t.TempDir(), shards: tt.shards,
 				maxFrame: transport.DefaultMaxFrameBytes, control: true,
 			})
 			addr, ok := strings.CutPrefix(a.line(t), "listening ")
@@ -95,6 +108,7 @@ func TestServeAcceptorControlStdin(t *testing.T) {
 			s := parseStats(t, a.line(t))
 			assert.Equal(t, uint64(1), s.ID)
 			assert.Equal(t, store, s.Store)
+			assert.Equal(t, tt.wantShards, s.Shards)
 			assert.Positive(t, s.Fsyncs)
 			assert.Positive(t, s.Messages)
 			assert.Positive(t, s.Records)
@@ -153,6 +167,7 @@ func TestRunAcceptorFlags(t *testing.T) {
 		"bad level":     {args: []string{"--id", "1", "--log-level", "loud"}, code: 2, want: "bad --log-level"},
 		"unknown store": {args: []string{"--id", "1", "--store", "tape"}, code: 1, want: `unknown --store \"tape\"`},
 		"bbolt no dir":  {args: []string{"--id", "1", "--store", "bbolt"}, code: 1, want: "--data is required"},
+		"shards memory": {args: []string{"--id", "1", "--store", "memory", "--shards", "2"}, code: 1, want: "--shards applies to --store bbolt only"},
 		"bad listen":    {args: []string{"--id", "1", "--store", "memory", "--listen", "256.0.0.1:x"}, code: 1, want: "listen"},
 		"tiny frames":   {args: []string{"--id", "1", "--store", "memory", "--max-frame-bytes", "10"}, code: 1, want: "MaxFrameBytes"},
 		"help":          {args: []string{"-h"}, code: 0, want: "control-stdin"},
@@ -169,17 +184,95 @@ func TestRunAcceptorFlags(t *testing.T) {
 
 func TestOpenStore(t *testing.T) {
 	dir := t.TempDir()
-	st, err := openStore("bbolt", dir, slog.New(slog.DiscardHandler))
+	st, err := openStore("bbolt", dir, 0, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, st.Apply(caspaxos.Batch{Put: []caspaxos.Record{{Key: "k", Promised: caspaxos.Ballot{Counter: 1, Proposer: 1}}}}))
 	assert.Positive(t, st.fsyncs())
 	require.NoError(t, st.Close())
 
-	mem, err := openStore("memory", "", nil)
+	mem, err := openStore("memory", "", 0, nil)
 	require.NoError(t, err)
 	require.NoError(t, mem.Apply(caspaxos.Batch{Put: []caspaxos.Record{{Key: "k", Promised: caspaxos.Ballot{Counter: 1, Proposer: 1}}}}))
 	assert.Equal(t, uint64(1), mem.fsyncs())
 
-	_, err = openStore("floppy", dir, nil)
+	_, err = openStore("floppy", dir, 0, nil)
 	assert.Error(t, err)
+	_, err = openStore("memory", "", 4, nil)
+	assert.ErrorContains(t, err, "--shards applies to --store bbolt only")
+}
+
+// TestOpenStoreSharded: --shards picks the sharded store, and a later open
+// without --shards finds it again.
+func TestOpenStoreSharded(t *testing.T) {
+	dir := t.TempDir()
+	st, err := openStore("bbolt", dir, 4, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.shards)
+	rec := caspaxos.Record{Key: "k", Promised: caspaxos.Ballot{Counter: 1, Proposer: 1}}
+	require.NoError(t, st.Apply(caspaxos.Batch{Put: []caspaxos.Record{rec}}))
+	assert.Positive(t, st.fsyncs())
+	require.NoError(t, st.Close())
+	assert.FileExists(t, boltstore.ManifestPath(filepath.Join(dir, boltShardsDir)))
+
+	st, err = openStore("bbolt", dir, 0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, 4, st.shards)
+	loaded, err := st.Load()
+	require.NoError(t, err)
+	assert.Equal(t, []caspaxos.Record{rec}, loaded.Records)
+	require.NoError(t, st.Close())
+
+	_, err = openStore("bbolt", dir, 8, nil)
+	require.ErrorIs(t, err, caspaxos.ErrInvalidConfig, "the shard count is fixed at creation")
+}
+
+func TestResolveBoltShards(t *testing.T) {
+	single := func(t *testing.T, dir string) {
+		t.Helper()
+		s, err := boltstore.Open(filepath.Join(dir, boltFileName), boltstore.Options{})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	}
+	sharded := func(t *testing.T, dir string) {
+		t.Helper()
+		s, err := boltstore.OpenSharded(filepath.Join(dir, boltShardsDir), 4, boltstore.Options{})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	}
+	both := func(t *testing.T, dir string) { single(t, dir); sharded(t, dir) }
+	tests := []struct {
+		name    string
+		layout  func(t *testing.T, dir string)
+		shards  int
+		want    int
+		wantErr string
+	}{
+		{name: "new, default", shards: 0, want: defaultBoltShards},
+		{name: "new, explicit", shards: 8, want: 8},
+		{name: "new, single file", shards: 1, want: 1},
+		{name: "single file kept", layout: single, shards: 0, want: 1},
+		{name: "single file, --shards 1", layout: single, shards: 1, want: 1},
+		{name: "single file, --shards 4", layout: single, shards: 4, wantErr: "open it with --shards 1"},
+		{name: "sharded kept", layout: sharded, shards: 0, want: 4},
+		{name: "sharded, same count", layout: sharded, shards: 4, want: 4},
+		{name: "sharded, --shards 1", layout: sharded, shards: 1, wantErr: "open it with --shards 4"},
+		{name: "both layouts", layout: both, shards: 0, wantErr: "refusing to pick one"},
+		{name: "negative", shards: -1, wantErr: "out of range"},
+		{name: "too many", shards: boltstore.MaxShards + 1, wantErr: "out of range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tt.layout != nil {
+				tt.layout(t, dir)
+			}
+			got, err := resolveBoltShards(dir, tt.shards)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
 }

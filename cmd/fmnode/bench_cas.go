@@ -31,6 +31,7 @@ type casOptions struct {
 	duration     time.Duration
 	warmup       time.Duration
 	store        string
+	shards       int
 	json         bool
 	rate         float64
 	backoff      string
@@ -61,8 +62,11 @@ func selfCommand(args []string) (*exec.Cmd, error) {
 
 // casResult is the one JSON object `fmnode bench cas --json` prints.
 type casResult struct {
-	Benchmark  string  `json:"benchmark"`
-	Store      string  `json:"store"`
+	Benchmark string `json:"benchmark"`
+	Store     string `json:"store"`
+	// Shards is the bbolt files per acceptor (1: the single-file store);
+	// 0 for other stores.
+	Shards     int     `json:"shards"`
 	Acceptors  int     `json:"acceptors"`
 	Keys       int     `json:"keys"`
 	Clients    int     `json:"clients"`
@@ -125,6 +129,7 @@ func runBenchCAS(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "measured time")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before the measured time")
 	fs.StringVar(&o.store, "store", "bbolt", "acceptor store: bbolt, pebble or memory")
+	fs.IntVar(&o.shards, "shards", 0, fmt.Sprintf("bbolt files per acceptor; 1 is the single-file store (0: %d)", defaultBoltShards))
 	fs.BoolVar(&o.json, "json", false, "print one JSON object")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: operations per second on a fixed schedule (0: closed loop)")
 	fs.StringVar(&o.backoff, "backoff", "adaptive", "proposer backoff: adaptive, exponential or none")
@@ -188,6 +193,10 @@ func (o casOptions) validate() error {
 		return fmt.Errorf("--proposers %d out of range [1, 64]", o.proposers)
 	case o.childProcs < 0:
 		return fmt.Errorf("--acceptor-gomaxprocs must not be negative")
+	case o.shards < 0 || o.shards > boltstore.MaxShards:
+		return fmt.Errorf("--shards %d out of range [1, %d]", o.shards, boltstore.MaxShards)
+	case o.shards != 0 && o.store != "bbolt" && o.store != "bolt":
+		return fmt.Errorf("--shards applies to --store bbolt only")
 	}
 	if _, err := caspaxos.ParseBackoffKind(o.backoff); err != nil {
 		return err
@@ -285,6 +294,13 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 	if o.rate > 0 {
 		res.Mode = "open"
 	}
+	if o.store == "bbolt" || o.store == "bolt" {
+		// The acceptors' data directories are new, so 0 means the default.
+		res.Shards = o.shards
+		if res.Shards == 0 {
+			res.Shards = defaultBoltShards
+		}
+	}
 	tmp, err := os.MkdirTemp(o.dataParent, "fmnode-bench-*")
 	if err != nil {
 		return res, fmt.Errorf("temp dir: %w", err)
@@ -319,6 +335,9 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 	for i := 1; i <= o.acceptors; i++ {
 		args := []string{"acceptor", "--id", strconv.Itoa(i), "--listen", "127.0.0.1:0", "--store", o.store,
 			"--data", filepath.Join(tmp, fmt.Sprintf("acceptor-%d", i)), "--control-stdin", "--log-level", o.childLog}
+		if res.Shards > 0 {
+			args = append(args, "--shards", strconv.Itoa(res.Shards))
+		}
 		if o.accProfile != "" {
 			args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", o.accProfile, i))
 		}
@@ -636,8 +655,12 @@ func printCASResult(w io.Writer, r casResult) {
 	if r.Mode == "open" {
 		mode = fmt.Sprintf("open loop at %.0f ops/s", r.Rate)
 	}
+	store := r.Store
+	if r.Shards > 0 {
+		store = fmt.Sprintf("%s, %d shards", r.Store, r.Shards)
+	}
 	fmt.Fprintf(w, "cas: %d acceptors (%s), %d keys, %d clients on %d proposer(s), %s, backoff %s, %.1fs measured\n",
-		r.Acceptors, r.Store, r.Keys, r.Clients, r.Proposers, mode, r.Backoff, r.DurationS)
+		r.Acceptors, store, r.Keys, r.Clients, r.Proposers, mode, r.Backoff, r.DurationS)
 	fmt.Fprintf(w, "  commits      %d (%.0f/s)\n", r.Commits, r.CommitsPerSec)
 	fmt.Fprintf(w, "  latency      p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n",
 		r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs)

@@ -47,6 +47,7 @@ func TestBenchCASEndToEnd(t *testing.T) {
 	}
 	tests := map[string]casOptions{
 		"closed loop bbolt": {store: "bbolt", clients: 8},
+		"bbolt sharded":     {store: "bbolt", shards: 4, clients: 8},
 		"open loop memory":  {store: "memory", clients: 4, rate: 500, maxInflight: 16},
 		"two proposers":     {store: "memory", clients: 8, proposers: 2},
 	}
@@ -83,12 +84,20 @@ func TestBenchCASEndToEnd(t *testing.T) {
 			assert.Positive(t, res.FsyncsPerSec)
 			assert.Positive(t, res.FsyncBaselinePerSec)
 			assert.Positive(t, res.ItemsPerMessage)
+			switch {
+			case o.store != "bbolt":
+				assert.Zero(t, res.Shards)
+			case o.shards == 0:
+				assert.Equal(t, defaultBoltShards, res.Shards)
+			default:
+				assert.Equal(t, o.shards, res.Shards)
+			}
 			var out bytes.Buffer
 			require.NoError(t, writeJSON(&out, res))
 			var decoded map[string]any
 			require.NoError(t, json.Unmarshal(out.Bytes(), &decoded))
 			for _, field := range []string{"commits_per_sec", "p50_ms", "p99_ms", "conflict_rate", "fsyncs_per_sec",
-				"fsync_baseline_per_sec", "store", "acceptors", "keys", "clients", "duration_s", "rate", "errors", "mismatches"} {
+				"fsync_baseline_per_sec", "store", "shards", "acceptors", "keys", "clients", "duration_s", "rate", "errors", "mismatches"} {
 				assert.Contains(t, decoded, field)
 			}
 			// The temporary data directories are gone.
@@ -143,6 +152,8 @@ func TestRunBenchDispatch(t *testing.T) {
 		"neg rate":      {args: []string{"cas", "--rate", "-1"}, code: 2, want: "--rate"},
 		"zero duration": {args: []string{"cas", "--duration", "0s"}, code: 2, want: "--duration"},
 		"no proposers":  {args: []string{"cas", "--proposers", "0"}, code: 2, want: "--proposers 0"},
+		"shards memory": {args: []string{"cas", "--store", "memory", "--shards", "2"}, code: 2, want: "--shards applies to --store bbolt only"},
+		"neg shards":    {args: []string{"cas", "--shards", "-1"}, code: 2, want: "--shards -1 out of range"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
