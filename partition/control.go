@@ -1,0 +1,155 @@
+package partition
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// doneReply queues the completion of a control operation; it is delivered
+// after the Ready that holds its writes is durable.
+func (r *Replica) doneReply(ref ClientRef, err error) {
+	r.done = append(r.done, Reply{Kind: ReplyControl, Partition: r.id, Ref: ref, Err: err})
+	r.markDirty()
+}
+
+// fence stops writes at epoch e: at the replica's own epoch a write region
+// pauses (graceful failover: pending writes still replicate and commit);
+// at a newer epoch the replica becomes a follower of it.
+func (r *Replica) fence(e Epoch, writeRegion Region) error {
+	switch {
+	case e < r.epoch:
+		return &RedirectError{Partition: r.id, Epoch: r.epoch, WriteRegion: r.writeRegion, Reason: ReasonStaleEpoch, RequestEpoch: e}
+	case e > r.epoch:
+		r.adoptEpoch(e, writeRegion, "fence")
+		return nil
+	}
+	if r.role == RoleLeader {
+		r.h.logger().Info("partition: write region paused", "partition", r.id, "region", r.region(), "epoch", e)
+		r.role = RolePaused
+		for _, hw := range r.leader.held {
+			r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: hw.req.Ref, Err: r.redirect(hw.req.Epoch)})
+		}
+		r.leader.held = nil
+		r.metaDirty = true
+		r.markDirty()
+		return nil
+	}
+	if !r.role.writeRegion() && writeRegion != "" && r.writeRegion == "" {
+		r.writeRegion = writeRegion
+		r.metaDirty = true
+		r.markDirty()
+	}
+	return nil
+}
+
+// promote makes the replica the write region of epoch e, its log ending at
+// startAfter (ops above it go to the conflict records), with quorum wq.
+func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.WriteQuorum) error {
+	if err := wq.Validate(); err != nil {
+		return fmt.Errorf("partition %d: promote: %w: %w", r.id, ErrBadRequest, err)
+	}
+	if wq.WriteRegion != r.region() {
+		return fmt.Errorf("partition %d: promote in %s with quorum write region %q: %w", r.id, r.region(), wq.WriteRegion, ErrBadRequest)
+	}
+	switch {
+	case e < r.epoch:
+		return &RedirectError{Partition: r.id, Epoch: r.epoch, WriteRegion: r.writeRegion, Reason: ReasonStaleEpoch, RequestEpoch: e}
+	case e == r.epoch && r.role == RoleLeader:
+		return nil // idempotent
+	case e == r.epoch && (r.role == RolePaused || (r.writeRegion != "" && r.writeRegion != r.region())):
+		return fmt.Errorf("partition %d: epoch %d already had write region %q; promote needs a newer epoch: %w",
+			r.id, e, r.writeRegion, ErrBadRequest)
+	}
+	if r.needSnapshot {
+		return fmt.Errorf("partition %d region %s: promote: %w", r.id, r.region(), ErrNeedSnapshot)
+	}
+	if startAfter > r.last {
+		return fmt.Errorf("partition %d region %s: promote after LSN %d but the log ends at %d: %w",
+			r.id, r.region(), startAfter, r.last, ErrBehind)
+	}
+	if startAfter < r.last && !r.truncateLog(startAfter, ConflictTruncate) {
+		return fmt.Errorf("partition %d region %s: promote after LSN %d would truncate ops it cannot undo (undo floor %d, log base %d): %w",
+			r.id, r.region(), startAfter, r.undoFloor, r.logBase, ErrNeedSnapshot)
+	}
+	r.h.logger().Info("partition: promoted to write region", "partition", r.id, "region", r.region(),
+		"epoch", e, "after", startAfter, "members", wq.Members)
+	r.epoch = e
+	r.role = RoleLeader
+	r.writeRegion = r.region()
+	r.dropWriteRegion() // of an earlier epoch, if any
+	r.wq = r.h.internQuorum(wq)
+	r.hist = r.hist.push(e, r.last).trim(r.logBase, r.h.cfg.MaxEpochHistory)
+	r.fol = followerState{}
+	r.becomeWriteRegion(now)
+	r.readBarrier = r.last
+	r.metaDirty = true
+	r.markDirty()
+	r.advanceCommit()
+	return nil
+}
+
+// truncate removes the log above after (not on a write region).
+func (r *Replica) truncate(after LSN) error {
+	if r.role.writeRegion() {
+		return fmt.Errorf("partition %d region %s: truncate on the write region (fence it first): %w", r.id, r.region(), ErrBadRequest)
+	}
+	if r.needSnapshot {
+		return fmt.Errorf("partition %d region %s: truncate: %w", r.id, r.region(), ErrNeedSnapshot)
+	}
+	if !r.truncateLog(after, ConflictTruncate) {
+		r.enterNeedSnapshot(fmt.Sprintf("truncate after %d: below log base %d or undo floor %d", after, r.logBase, r.undoFloor))
+	}
+	r.markDirty()
+	return nil
+}
+
+// setWriteQuorum changes the write quorum of the write region's epoch
+// (shrink or grow, decided by the failover register).
+func (r *Replica) setWriteQuorum(now time.Duration, wq quorum.WriteQuorum) error {
+	if !r.role.writeRegion() {
+		return fmt.Errorf("partition %d region %s: set write quorum: %w", r.id, r.region(), ErrNotWriteRegion)
+	}
+	if err := wq.Validate(); err != nil {
+		return fmt.Errorf("partition %d: set write quorum: %w: %w", r.id, ErrBadRequest, err)
+	}
+	if wq.WriteRegion != r.region() {
+		return fmt.Errorf("partition %d: set write quorum with write region %q in %s: %w", r.id, wq.WriteRegion, r.region(), ErrBadRequest)
+	}
+	r.wq = r.h.internQuorum(wq)
+	l := r.leader
+	l.followers = slices.DeleteFunc(l.followers, func(f follower) bool { return !wq.IsReplica(f.region) })
+	for _, reg := range wq.Replicas {
+		if reg != r.region() && r.follower(reg) == nil {
+			l.followers = append(l.followers, follower{region: reg, next: r.last + 1, floor: r.last + 1, lastAck: now, lastReset: now})
+		}
+	}
+	r.metaDirty = true
+	r.markDirty()
+	r.advanceCommit()
+	return nil
+}
+
+// catchUp makes the write region stream its log to region from LSN from
+// (a delta catch-up), or a snapshot if the log no longer reaches back.
+func (r *Replica) catchUp(now time.Duration, reg Region, from LSN) error {
+	f := r.follower(reg)
+	if f == nil {
+		return fmt.Errorf("partition %d: catch up %q: not a follower of this write region: %w", r.id, reg, ErrBadRequest)
+	}
+	if from == 0 {
+		from = 1
+	}
+	if from-1 < r.logBase {
+		f.needSnap = true
+	} else {
+		f.next = min(from, r.last+1)
+		f.floor = f.next
+		f.match = min(f.match, f.next-1)
+		f.lastReset = now
+	}
+	r.markDirty()
+	return nil
+}

@@ -1,0 +1,153 @@
+// Package partition is the data plane of one partition: a durable,
+// replicated, LSN-ordered log and the key-value state it produces, one
+// replica per region, one of them the write region of the current epoch.
+// It is what a failover moves, what the progress table measures and what
+// clients write to.
+//
+// Like package caspaxos it is a pure core: a Host (one per region's node)
+// multiplexes many partition Replicas and turns messages, client requests,
+// control operations, store read results and time into a Ready: writes to
+// persist, reads to run, messages to send only once the writes are durable,
+// and client replies. It has no goroutines, clock, randomness, network or
+// disk. Drivers: the deterministic harness Cluster (used by the property
+// tests and by `fmnode sim --scenario replication` through package
+// replcheck) and the runtime in package node (pebble store from package
+// pebblestore, group commit, pipelined fsyncs).
+//
+// # Identity and records
+//
+// A partition is an ID (uint32; its failover register is "p/<id>"). An op
+// is (LSN, Epoch, Key, Value or delete); an (epoch, LSN) pair names one op
+// everywhere, because an epoch has exactly one write region (decided by the
+// failover register), which assigns each LSN of its epoch once and sends an
+// op only after it is durable, so even a crashed and restarted write region
+// never reassigns an LSN that anyone else has seen.
+//
+// Each replica keeps an epoch history (rows "ops of epoch E have LSNs after
+// A", the replica-local view of the progress table): the epoch of any op in
+// its log follows from it. Stored per partition under a key prefix of one
+// shared store (see codec.go for the layout): the log, the applied state,
+// undo records, conflict records, Meta (epoch, role, quorum, history, log
+// base) and ApplyState (applied LSN). Every record carries a CRC-32C that
+// also covers its key's identity; a damaged record fails the load or read
+// with ErrCorrupt naming the partition and record, and nothing is reset.
+//
+// # Write path
+//
+// A client write carries (partition, epoch). The write region of exactly
+// that epoch assigns the next LSN and appends the op; any other replica,
+// or a lower or higher epoch, answers with a *RedirectError carrying the
+// current epoch and write region (the routing client's redirect, compare
+// Cosmos DB's 403.3). Ops go to every other replica in MsgAppend with the
+// (LSN, epoch) of the op before them; a follower accepts only if its log
+// holds that op (Raft's log matching), answers with the position up to
+// which its log equals the write region's, and otherwise hints where the
+// logs can still agree (its last LSN whose epoch is at most the expected
+// one), so the write region finds the divergence point in one round per
+// epoch. A follower's ops that conflict with the write region's are moved
+// to conflict records, never dropped. Each follower has a bounded window
+// of ops in flight; unacknowledged ops are resent after RetransmitTimeout;
+// ops no longer in memory are fetched from the store (Fetch); a follower
+// behind the log's base gets a snapshot.
+//
+// Commit rule, per partition level:
+//
+//   - strong: durable in every member of the write quorum and in at least
+//     MinDurability replicas (quorum.WriteQuorum.Commits over the members'
+//     acknowledged positions). The write quorum shrinks and grows by
+//     SetWriteQuorum as the failover manager decides.
+//   - bounded staleness: durable in the write region; but a write is held
+//     back while accepting it would put a bounded follower (a member, or a
+//     follower that may still hold a freshness grant) more than K ops
+//     behind, or while one lacks an op older than T; held longer than
+//     StalenessHold it is rejected with a *StalenessError (never applied).
+//   - session and eventual: durable in the write region; replicated
+//     asynchronously.
+//
+// A write is acknowledged with its session token (epoch, LSN) once
+// committed; a write assigned but then cut off by a newer epoch, or not
+// committed within CommitTimeout, gets ErrUnknownOutcome. Committed ops are
+// applied to the state in LSN order, on every replica (followers learn the
+// commit position from the write region's messages).
+//
+// # Fencing
+//
+// Every message carries (partition, epoch). A replica never acts on a
+// message of a lower epoch (it answers MsgStale with its epoch and write
+// region); a message of a higher epoch makes it adopt that epoch as a
+// follower first, so a write region that hears of its successor stops at
+// once and its pending writes get ErrUnknownOutcome. Nothing from a stale
+// epoch is applied; two write regions in one epoch are an invariant
+// violation. The epoch and role are persisted before anything that depends
+// on them is sent.
+//
+// # Reads
+//
+//   - strong: only the write region, only while its lease holds (SetLease;
+//     the failover issue provides real leases), and after a restart or a
+//     promotion only once everything it holds is committed again.
+//   - bounded staleness: the write region (under its lease), or a follower
+//     in the write quorum holding a valid freshness grant: the follower's
+//     responses carry a probe (its own clock), the write region echoes the
+//     latest probe with its last LSN, and once the follower has applied
+//     that LSN it may serve reads until probe + T (shortened by the drift
+//     margin). Every op it lacks was assigned after its probe was sent, so
+//     nothing older than T is missing; the write-side hold keeps it within
+//     K ops. A follower without a grant answers ErrNotFresh and asks for one.
+//   - session: any replica whose applied position has reached the token
+//     and that holds the token's op at that LSN (same lineage).
+//   - eventual: any replica.
+//
+// Reads run after the Ready's writes, and every reply carries the position
+// of the state read merged with the version (epoch, LSN) of the value, for
+// the client to merge into its session token.
+//
+// # Failover operations
+//
+// Progress reports (epoch, role, last, commit, applied, stable, history).
+// Fence(e) stops writes: at the replica's own epoch the write region
+// pauses (pending writes still replicate and commit: graceful failover); at
+// a newer epoch it becomes a follower. Promote(e, after, quorum) makes a
+// replica the write region of a newer epoch, its log ending at after (ops
+// above go to conflict records, reason truncate). Truncate(after) removes a
+// follower's ops above after into conflict records. ExportConflicts and
+// PurgeConflicts let an operator list, export and then delete them.
+//
+// Applied ops that a failover may still truncate are undoable: under the
+// weaker levels each applied op not yet durable on every replica (above the
+// stable position) gets an undo record holding the value it replaced, so a
+// truncation restores the state exactly. A strong partition never
+// truncates committed ops (that is an invariant violation) and writes no
+// undo records. A truncation below what a replica can undo records all its
+// ops as conflicts and waits for a snapshot (Progress.NeedSnapshot).
+//
+// # Log compaction and snapshots
+//
+// The log keeps RetainLogOps ops below the stable position (durable on
+// every replica) for delta catch-up, and at most MaxLogOps ops in all;
+// beyond that it is compacted anyway and a replica that needed the ops
+// gets a snapshot: the write region reads its state in chunks of at most
+// SnapshotChunkBytes, one chunk in flight, resent identically until
+// acknowledged. Chunks are read at increasing applied positions (a fuzzy
+// snapshot); the follower replays the log from the snapshot's base, and
+// since ops are blind puts and deletes the state converges; reads wait
+// until the last chunk's position is applied. The follower first moves
+// every op of its log that is not in the write region's lineage to the
+// conflict records.
+//
+// # Bounds
+//
+// Key and op size (MaxKeyBytes, MaxOpBytes: ErrTooLarge), ops and bytes
+// per message (MaxBatchOps, MaxBatchBytes), the replication window
+// (MaxInflightOps), pending writes per partition (MaxPendingWrites:
+// ErrBackpressure), reads per Ready (MaxPendingReads), the in-memory tail
+// (MaxTailOps), the log (MaxLogOps), snapshot chunks, the epoch history
+// (MaxEpochHistory). Decoders refuse anything beyond the hard bounds.
+//
+// # Memory
+//
+// An idle partition costs a Replica struct, a short history and (on the
+// write region) a follower entry per replica; quorum slices are interned;
+// applied state lives only in the store; the tail of ops is released once
+// applied and acknowledged. `fmnode bench partition` measures it.
+package partition

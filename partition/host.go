@@ -1,0 +1,514 @@
+package partition
+
+import (
+	"container/heap"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// Host is the pure core of one region's node: the replicas of many
+// partitions, multiplexed so that their writes share one store commit and
+// their messages one transport send per Ready. It has no goroutines, clock,
+// randomness, network or disk; it is not safe for concurrent use.
+//
+// Driving it: feed Step (messages), Write and Read (clients), the control
+// operations, StepFetch (store reads it asked for) and Tick (time, when
+// NextDeadline says); then, when HasReady, take Ready and:
+//
+//  1. persist rd.Writes atomically and durably, in order (Store.Commit);
+//  2. run rd.Reads and rd.Fetches against the store (ExecReads does both);
+//     reads must run before the next Ready's writes are applied;
+//  3. call Advance(rd) and hand fetch results to StepFetch;
+//  4. send rd.Messages and deliver rd.Done.
+//
+// rd.Replies may be delivered at once: they depend only on state that was
+// durable before the Ready. Several Readys may be in flight as long as they
+// are persisted and advanced in order (Execute does all of this).
+type Host struct {
+	cfg  Config
+	log  *slog.Logger
+	reps map[ID]*Replica
+
+	dirty  []*Replica
+	timers timerHeap
+	rd     Ready
+
+	quorums   map[string]quorum.WriteQuorum // interned, shared read-only
+	violation error
+	stats     HostStats
+}
+
+// HostStats counts what a host did; counters only grow.
+type HostStats struct {
+	Readys           uint64
+	Writes           uint64 // partition writes handed to the store
+	Messages         uint64
+	StaleRejected    uint64 // messages rejected for a stale epoch
+	SnapshotsStarted uint64
+	SnapshotsDone    uint64
+	ReadsShed        uint64 // reads refused because MaxPendingReads was reached
+	Retransmits      uint64 // follower windows reset by the retransmit timer
+	Mismatches       uint64 // append responses reporting a log mismatch
+	Heartbeats       uint64 // appends sent without ops by the timer
+}
+
+// Ready is what a Host hands its driver. See Host for the contract.
+type Ready struct {
+	Writes   []Write
+	Reads    []Read
+	Fetches  []Fetch
+	Messages []Message
+	Replies  []Reply // deliver at once
+	Done     []Reply // deliver after Writes are durable
+}
+
+// Empty reports whether the Ready holds nothing.
+func (rd *Ready) Empty() bool {
+	return len(rd.Writes) == 0 && len(rd.Reads) == 0 && len(rd.Fetches) == 0 &&
+		len(rd.Messages) == 0 && len(rd.Replies) == 0 && len(rd.Done) == 0
+}
+
+// NewHost validates cfg and returns an empty host.
+func NewHost(cfg Config) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Host{cfg: cfg, log: log, reps: make(map[ID]*Replica), quorums: make(map[string]quorum.WriteQuorum)}, nil
+}
+
+// Region returns the host's region.
+func (h *Host) Region() Region { return h.cfg.Region }
+
+// Config returns the host's configuration.
+func (h *Host) Config() Config { return h.cfg }
+
+// Len returns the number of hosted partitions.
+func (h *Host) Len() int { return len(h.reps) }
+
+// Stats returns the counters.
+func (h *Host) Stats() HostStats { return h.stats }
+
+// Violation returns the first broken invariant, if any. Drivers treat it as
+// fatal (the simulator fails the seed).
+func (h *Host) Violation() error { return h.violation }
+
+func (h *Host) fail(err error) {
+	if h.violation == nil {
+		h.violation = err
+		h.log.Error("partition: invariant violated", "err", err)
+	}
+}
+
+func (h *Host) logger() *slog.Logger { return h.log }
+
+// Partitions returns the hosted partition ids, ascending.
+func (h *Host) Partitions() []ID {
+	ids := make([]ID, 0, len(h.reps))
+	for id := range h.reps {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// internQuorum returns q with slices shared among replicas that have the
+// same quorum, so that an idle partition costs a few words for it.
+func (h *Host) internQuorum(q quorum.WriteQuorum) quorum.WriteQuorum {
+	var b strings.Builder
+	for _, r := range q.Replicas {
+		b.WriteString(string(r))
+		b.WriteByte(0)
+	}
+	b.WriteByte(1)
+	for _, r := range q.Members {
+		b.WriteString(string(r))
+		b.WriteByte(0)
+	}
+	k := b.String()
+	if s, ok := h.quorums[k]; ok {
+		return quorum.WriteQuorum{Replicas: s.Replicas, Members: s.Members, WriteRegion: q.WriteRegion, MinDurability: q.MinDurability}
+	}
+	if len(h.quorums) < 4096 {
+		h.quorums[k] = quorum.WriteQuorum{Replicas: slices.Clip(slices.Clone(q.Replicas)), Members: slices.Clip(slices.Clone(q.Members))}
+		return h.internQuorum(q)
+	}
+	return quorum.WriteQuorum{Replicas: slices.Clone(q.Replicas), Members: slices.Clone(q.Members), WriteRegion: q.WriteRegion, MinDurability: q.MinDurability}
+}
+
+// Create adds a new partition replica; its records are written by the next
+// Ready, and ref is answered in Ready.Done once they are durable.
+func (h *Host) Create(now time.Duration, p ID, spec Spec, ref ClientRef) error {
+	if _, ok := h.reps[p]; ok {
+		return fmt.Errorf("partition %d: create: %w", p, ErrExists)
+	}
+	if err := spec.Level.Validate(); err != nil {
+		return fmt.Errorf("partition %d: create: %w", p, err)
+	}
+	if err := spec.Quorum.Validate(); err != nil {
+		return fmt.Errorf("partition %d: create: %w: %w", p, ErrBadRequest, err)
+	}
+	if !spec.Quorum.IsReplica(h.cfg.Region) {
+		return fmt.Errorf("partition %d: create in %s, not a replica region of %v: %w", p, h.cfg.Region, spec.Quorum.Replicas, ErrBadRequest)
+	}
+	if len(spec.Quorum.Replicas) > maxReplicas {
+		return fmt.Errorf("partition %d: create: %d replicas exceed %d: %w", p, len(spec.Quorum.Replicas), maxReplicas, ErrBadRequest)
+	}
+	if spec.Epoch == 0 {
+		return fmt.Errorf("partition %d: create: epoch must be at least 1: %w", p, ErrBadRequest)
+	}
+	r := newReplica(h, p)
+	r.create(now, &spec)
+	h.reps[p] = r
+	r.doneReply(ref, nil)
+	h.schedule(now, r)
+	return nil
+}
+
+// Open adds a partition recovered from the store.
+func (h *Host) Open(now time.Duration, rec Recovered) error {
+	if _, ok := h.reps[rec.Partition]; ok {
+		return fmt.Errorf("partition %d: open: %w", rec.Partition, ErrExists)
+	}
+	r := newReplica(h, rec.Partition)
+	if err := r.recover(now, &rec); err != nil {
+		return err
+	}
+	h.reps[rec.Partition] = r
+	if r.leader != nil {
+		r.markDirty()
+	}
+	h.schedule(now, r)
+	return nil
+}
+
+// Close drops a partition from the host (its durable state stays in the store).
+func (h *Host) Close(p ID) {
+	if r, ok := h.reps[p]; ok {
+		r.dropWriteRegion()
+		delete(h.reps, p)
+		r.h = nil
+		h.dirty = slices.DeleteFunc(h.dirty, func(x *Replica) bool { return x == r })
+	}
+}
+
+func (h *Host) replica(p ID) (*Replica, error) {
+	r, ok := h.reps[p]
+	if !ok {
+		return nil, fmt.Errorf("partition %d in %s: %w", p, h.cfg.Region, ErrUnknownPartition)
+	}
+	return r, nil
+}
+
+// Step handles a message from another replica. Messages for unknown
+// partitions and malformed messages are dropped with an error (drivers
+// count them); the protocol tolerates loss.
+func (h *Host) Step(now time.Duration, m *Message) error {
+	if !m.Type.Valid() {
+		return fmt.Errorf("partition %d: message type %d: %w", m.Partition, m.Type, ErrBadRequest)
+	}
+	if m.To != h.cfg.Region {
+		return fmt.Errorf("partition %d: message for %q delivered to %q: %w", m.Partition, m.To, h.cfg.Region, ErrBadRequest)
+	}
+	r, err := h.replica(m.Partition)
+	if err != nil {
+		return err
+	}
+	r.step(now, m)
+	h.schedule(now, r)
+	return nil
+}
+
+// Write handles a client write; the reply comes in a Ready.
+func (h *Host) Write(now time.Duration, req *WriteRequest) {
+	r, err := h.replica(req.Partition)
+	if err != nil {
+		h.reply(Reply{Kind: ReplyWrite, Partition: req.Partition, Ref: req.Ref, Err: err})
+		return
+	}
+	r.clientWrite(now, req)
+	h.schedule(now, r)
+}
+
+// Read handles a client read; the reply comes from the driver executing
+// Ready.Reads, or in Ready.Replies if the read is refused.
+func (h *Host) Read(now time.Duration, req *ReadRequest) {
+	r, err := h.replica(req.Partition)
+	if err != nil {
+		h.reply(Reply{Kind: ReplyRead, Partition: req.Partition, Ref: req.Ref, Err: err})
+		return
+	}
+	if len(h.rd.Reads) >= h.cfg.MaxPendingReads {
+		h.stats.ReadsShed++
+		h.reply(Reply{Kind: ReplyRead, Partition: req.Partition, Ref: req.Ref,
+			Err: fmt.Errorf("partition %d: %d reads queued: %w", req.Partition, len(h.rd.Reads), ErrBackpressure)})
+		return
+	}
+	r.clientRead(now, req)
+}
+
+// StepFetch hands back the result of a Fetch.
+func (h *Host) StepFetch(now time.Duration, res *FetchResult) {
+	r, ok := h.reps[res.Fetch.Partition]
+	if !ok || r.epoch != res.Fetch.Epoch || r.leader == nil {
+		return
+	}
+	switch res.Fetch.Kind {
+	case FetchLog:
+		r.onFetchLog(now, res)
+	case FetchState:
+		r.onFetchState(now, res)
+	}
+	h.schedule(now, r)
+}
+
+// Fence stops writes of partition p at epoch e (see Replica semantics in
+// doc.go). ref is answered in Ready.Done once durable.
+func (h *Host) Fence(now time.Duration, p ID, e Epoch, writeRegion Region, ref ClientRef) error {
+	r, err := h.replica(p)
+	if err != nil {
+		return err
+	}
+	if err := r.fence(e, writeRegion); err != nil {
+		return err
+	}
+	r.doneReply(ref, nil)
+	h.schedule(now, r)
+	return nil
+}
+
+// Promote makes this host's replica of p the write region of epoch e,
+// starting after LSN startAfter, with write quorum wq.
+func (h *Host) Promote(now time.Duration, p ID, e Epoch, startAfter LSN, wq quorum.WriteQuorum, ref ClientRef) error {
+	r, err := h.replica(p)
+	if err != nil {
+		return err
+	}
+	if err := r.promote(now, e, startAfter, wq); err != nil {
+		return err
+	}
+	r.doneReply(ref, nil)
+	h.schedule(now, r)
+	return nil
+}
+
+// Truncate removes p's log above after into the conflict records (undoing
+// applied ops). If the replica cannot undo that far it records every op as
+// a conflict and waits for a snapshot (Progress.NeedSnapshot).
+func (h *Host) Truncate(now time.Duration, p ID, after LSN, ref ClientRef) error {
+	r, err := h.replica(p)
+	if err != nil {
+		return err
+	}
+	if err := r.truncate(after); err != nil {
+		return err
+	}
+	r.doneReply(ref, nil)
+	h.schedule(now, r)
+	return nil
+}
+
+// SetWriteQuorum changes p's write quorum (on its write region).
+func (h *Host) SetWriteQuorum(now time.Duration, p ID, wq quorum.WriteQuorum, ref ClientRef) error {
+	r, err := h.replica(p)
+	if err != nil {
+		return err
+	}
+	if err := r.setWriteQuorum(now, wq); err != nil {
+		return err
+	}
+	r.doneReply(ref, nil)
+	h.schedule(now, r)
+	return nil
+}
+
+// SetLease sets the write-region lease of p until the given time (a
+// stand-in until the failover issue supplies real leases). Strong reads are
+// served only while now < until.
+func (h *Host) SetLease(p ID, until time.Duration) error {
+	r, err := h.replica(p)
+	if err != nil {
+		return err
+	}
+	r.leaseUntil = until
+	return nil
+}
+
+// SetLeaseAll sets the lease of every hosted partition.
+func (h *Host) SetLeaseAll(until time.Duration) {
+	for _, r := range h.reps {
+		r.leaseUntil = until
+	}
+}
+
+// CatchUp makes p's write region stream its log to region reg from LSN
+// from (delta), or send a snapshot if its log no longer reaches back.
+func (h *Host) CatchUp(now time.Duration, p ID, reg Region, from LSN) error {
+	r, err := h.replica(p)
+	if err != nil {
+		return err
+	}
+	if err := r.catchUp(now, reg, from); err != nil {
+		return err
+	}
+	h.schedule(now, r)
+	return nil
+}
+
+// Progress reports p's positions.
+func (h *Host) Progress(p ID) (Progress, error) {
+	r, err := h.replica(p)
+	if err != nil {
+		return Progress{}, err
+	}
+	return r.progress(), nil
+}
+
+// Tick fires the timers due at now.
+func (h *Host) Tick(now time.Duration) {
+	for h.timers.Len() > 0 && h.timers[0].at <= now {
+		e := heap.Pop(&h.timers).(timerEntry)
+		r := e.r
+		if r.h == nil || r.timerAt != e.at {
+			continue // stale entry
+		}
+		r.timerAt = 0
+		r.tick(now)
+		h.schedule(now, r)
+	}
+}
+
+// NextDeadline returns the earliest timer, if any.
+func (h *Host) NextDeadline() (time.Duration, bool) {
+	for h.timers.Len() > 0 {
+		e := h.timers[0]
+		if e.r.h != nil && e.r.timerAt == e.at {
+			return e.at, true
+		}
+		heap.Pop(&h.timers)
+	}
+	return 0, false
+}
+
+// schedule (re)arms r's timer after r changed.
+func (h *Host) schedule(now time.Duration, r *Replica) {
+	d := r.nextDeadline(now)
+	if d == 0 || (r.timerAt != 0 && r.timerAt <= d) {
+		return
+	}
+	r.timerAt = d
+	heap.Push(&h.timers, timerEntry{at: d, r: r})
+}
+
+// HasReady reports whether Ready would return anything.
+func (h *Host) HasReady() bool { return len(h.dirty) > 0 || !h.rd.Empty() }
+
+// Ready flushes every replica that changed and returns what the driver
+// must do. now stamps the messages' send times.
+func (h *Host) Ready(now time.Duration) Ready {
+	for i := 0; i < len(h.dirty); i++ { // flush may dirty more replicas
+		r := h.dirty[i]
+		r.flush(now)
+	}
+	for _, r := range h.dirty {
+		r.dirty = false
+		if r.h == nil {
+			continue
+		}
+		r.seal()
+		if len(r.sealed) > 0 {
+			for i := range r.sealed {
+				if !r.sealed[i].empty() {
+					h.rd.Writes = append(h.rd.Writes, r.sealed[i])
+				}
+			}
+			r.sealed = nil
+		}
+		if len(r.done) > 0 {
+			h.rd.Done = append(h.rd.Done, r.done...)
+			r.done = nil
+		}
+		h.schedule(now, r)
+	}
+	clear(h.dirty)
+	h.dirty = h.dirty[:0]
+	for i := range h.rd.Reads {
+		rd := &h.rd.Reads[i]
+		if r, ok := h.reps[rd.Partition]; ok {
+			rd.Token, rd.Epoch = r.position(), r.epoch
+		}
+	}
+	rd := h.rd
+	h.rd = Ready{}
+	h.stats.Readys++
+	h.stats.Writes += uint64(len(rd.Writes))
+	h.stats.Messages += uint64(len(rd.Messages))
+	return rd
+}
+
+// Advance tells the host that rd's writes are durable.
+func (h *Host) Advance(rd *Ready) {
+	for i := range rd.Writes {
+		w := &rd.Writes[i]
+		if r, ok := h.reps[w.Partition]; ok {
+			r.persisted(w.mark)
+		}
+	}
+}
+
+// ----- outputs -----
+
+func (h *Host) send(m Message)    { h.rd.Messages = append(h.rd.Messages, m) }
+func (h *Host) reply(r Reply)     { h.rd.Replies = append(h.rd.Replies, r) }
+func (h *Host) fetch(f Fetch)     { h.rd.Fetches = append(h.rd.Fetches, f) }
+func (h *Host) queueRead(rd Read) { h.rd.Reads = append(h.rd.Reads, rd) }
+
+// checkOp enforces the op bounds.
+func (h *Host) checkOp(req *WriteRequest) error {
+	switch {
+	case len(req.Key) == 0:
+		return fmt.Errorf("partition %d: empty key: %w", req.Partition, ErrBadRequest)
+	case len(req.Key) > h.cfg.MaxKeyBytes:
+		return fmt.Errorf("partition %d: key of %d bytes exceeds MaxKeyBytes %d: %w", req.Partition, len(req.Key), h.cfg.MaxKeyBytes, ErrTooLarge)
+	case len(req.Key)+len(req.Value) > h.cfg.MaxOpBytes:
+		return fmt.Errorf("partition %d: op of %d bytes exceeds MaxOpBytes %d: %w", req.Partition, len(req.Key)+len(req.Value), h.cfg.MaxOpBytes, ErrTooLarge)
+	case req.Delete && len(req.Value) > 0:
+		return fmt.Errorf("partition %d: delete with a value: %w", req.Partition, ErrBadRequest)
+	}
+	return nil
+}
+
+// ----- timer heap -----
+
+type timerEntry struct {
+	at time.Duration
+	r  *Replica
+}
+
+type timerHeap []timerEntry
+
+func (t timerHeap) Len() int { return len(t) }
+func (t timerHeap) Less(i, j int) bool {
+	if t[i].at != t[j].at {
+		return t[i].at < t[j].at
+	}
+	return t[i].r.id < t[j].r.id
+}
+func (t timerHeap) Swap(i, j int) { t[i], t[j] = t[j], t[i] }
+func (t *timerHeap) Push(x any)   { *t = append(*t, x.(timerEntry)) }
+func (t *timerHeap) Pop() any {
+	old := *t
+	e := old[len(old)-1]
+	old[len(old)-1] = timerEntry{}
+	*t = old[:len(old)-1]
+	return e
+}

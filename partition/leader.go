@@ -1,0 +1,617 @@
+package partition
+
+import (
+	"time"
+)
+
+// leaderState is what a write region keeps beyond the shared fields.
+type leaderState struct {
+	followers []follower
+	pending   []pendingWrite // assigned, not yet committed; ascending LSN
+	held      []heldWrite    // bounded staleness: not yet assigned
+}
+
+type pendingWrite struct {
+	lsn LSN
+	ref ClientRef
+	at  time.Duration
+}
+
+type heldWrite struct {
+	req WriteRequest
+	at  time.Duration
+}
+
+// follower is the write region's view of one follower.
+type follower struct {
+	region Region
+	next   LSN // next LSN to send
+	match  LSN // the follower's log equals ours up to here (this epoch)
+	// floor is where optimistic sending started (our last at promotion, or
+	// where a mismatch was resolved): the follower is presumed to have the
+	// ops below it until it says otherwise, so retransmissions and
+	// heartbeats start there rather than at a match of 0.
+	floor LSN
+
+	lastSend  time.Duration
+	lastAck   time.Duration // last time match advanced (or ops started flowing)
+	lastReset time.Duration
+
+	sentCommit LSN
+	sentStable LSN
+
+	probeBoot uint64
+	probe     time.Duration
+	probeNew  bool
+	wantGrant bool
+	// grantSentAt is when a freshness grant was last sent (the follower may
+	// serve bounded reads for about T after it), granted whether one was.
+	grantSentAt time.Duration
+	granted     bool
+
+	fetching bool
+	needSnap bool
+	snap     *snapOut
+}
+
+// heartbeatPrev is the position a heartbeat checks: the known match, or the
+// presumed one while nothing is acknowledged yet. The replication window
+// and retransmissions count from it too.
+func (f *follower) heartbeatPrev() LSN {
+	return max(f.match, min(f.floor, f.next)-1)
+}
+
+// inflight is the number of ops sent and not known to have arrived.
+func (f *follower) inflight() int { return int(f.next - 1 - f.heartbeatPrev()) }
+
+// becomeWriteRegion sets up the write-region state for the current quorum.
+func (r *Replica) becomeWriteRegion(now time.Duration) {
+	l := &leaderState{}
+	for _, reg := range r.wq.Replicas {
+		if reg == r.region() {
+			continue
+		}
+		l.followers = append(l.followers, follower{region: reg, next: r.last + 1, floor: r.last + 1, lastAck: now, lastReset: now})
+	}
+	r.leader = l
+	r.leaderSince = now
+	if len(r.tailAt) != len(r.tail) {
+		r.tailAt = make([]time.Duration, len(r.tail))
+		for i := range r.tailAt {
+			r.tailAt[i] = now
+		}
+	}
+}
+
+// dropWriteRegion ends the write-region state: committed-or-not writes get
+// ErrUnknownOutcome, held writes (never assigned) a redirect.
+func (r *Replica) dropWriteRegion() {
+	l := r.leader
+	if l == nil {
+		return
+	}
+	for _, p := range l.pending {
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: p.ref, Err: r.unknownOutcome(p.lsn)})
+	}
+	for _, hw := range l.held {
+		err := r.redirect(hw.req.Epoch)
+		if err == nil { // still leading that epoch (the host is closing it)
+			err = &RedirectError{Partition: r.id, Epoch: r.epoch, WriteRegion: r.writeRegion, Reason: ReasonNotWriteRegion, RequestEpoch: hw.req.Epoch}
+		}
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: hw.req.Ref, Err: err})
+	}
+	r.leader = nil
+	r.tailAt = nil
+}
+
+func (r *Replica) unknownOutcome(lsn LSN) error {
+	return &UnknownOutcomeError{Partition: r.id, Token: Token{Epoch: r.lastEpochOf(lsn), LSN: lsn}, Epoch: r.epoch, WriteRegion: r.writeRegion}
+}
+
+func (r *Replica) lastEpochOf(lsn LSN) Epoch {
+	if e, ok := r.epochAt(lsn); ok {
+		return e
+	}
+	return r.epoch
+}
+
+func (r *Replica) follower(reg Region) *follower {
+	if r.leader == nil {
+		return nil
+	}
+	for i := range r.leader.followers {
+		if r.leader.followers[i].region == reg {
+			return &r.leader.followers[i]
+		}
+	}
+	return nil
+}
+
+// redirect returns the redirect for a request carrying reqEpoch, or nil if
+// this replica is the leading write region of exactly that epoch.
+func (r *Replica) redirect(reqEpoch Epoch) error {
+	e := &RedirectError{Partition: r.id, Epoch: r.epoch, WriteRegion: r.writeRegion, RequestEpoch: reqEpoch}
+	switch {
+	case reqEpoch < r.epoch:
+		e.Reason = ReasonStaleEpoch
+	case reqEpoch > r.epoch:
+		e.Reason = ReasonReplicaBehind
+	case r.role == RolePaused:
+		e.Reason = ReasonPaused
+	case r.role != RoleLeader:
+		e.Reason = ReasonNotWriteRegion
+	default:
+		return nil
+	}
+	return e
+}
+
+// ----- client writes -----
+
+func (r *Replica) clientWrite(now time.Duration, req *WriteRequest) {
+	if err := r.h.checkOp(req); err != nil {
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref, Err: err})
+		return
+	}
+	if err := r.redirect(req.Epoch); err != nil {
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref, Err: err})
+		return
+	}
+	l := r.leader
+	if int(r.last-r.commit)+len(l.held) >= r.h.cfg.MaxPendingWrites {
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref,
+			Err: backpressureErr(r.id, int(r.last-r.commit)+len(l.held), r.h.cfg.MaxPendingWrites)})
+		return
+	}
+	if r.level.Consistency == BoundedStaleness && (len(l.held) > 0 || !r.admitBounded(now)) {
+		l.held = append(l.held, heldWrite{req: cloneWrite(req), at: now})
+		return
+	}
+	r.assign(now, req)
+}
+
+func cloneWrite(req *WriteRequest) WriteRequest {
+	c := *req
+	c.Key = append([]byte(nil), req.Key...)
+	if req.Value != nil {
+		c.Value = append([]byte(nil), req.Value...)
+	}
+	return c
+}
+
+// assign gives the write the next LSN and queues it for persistence and
+// replication; it is acknowledged once the commit rule holds.
+func (r *Replica) assign(now time.Duration, req *WriteRequest) {
+	op := Op{LSN: r.last + 1, Epoch: r.epoch, Delete: req.Delete, Key: req.Key}
+	if !req.Delete {
+		op.Value = req.Value
+		if op.Value == nil {
+			op.Value = []byte{}
+		}
+	}
+	r.appendOp(op, now)
+	r.leader.pending = append(r.leader.pending, pendingWrite{lsn: op.LSN, ref: req.Ref, at: now})
+}
+
+// ----- bounded staleness -----
+
+// boundedFollower reports whether f's lag limits writes: members, and any
+// follower that may still hold a freshness grant (it may serve reads).
+func (r *Replica) boundedFollower(now time.Duration, f *follower) bool {
+	if r.wq.IsMember(f.region) {
+		return true
+	}
+	window := time.Duration(float64(r.level.StalenessTime) * (1 + r.h.cfg.DriftMargin))
+	return f.granted && now-f.grantSentAt <= window
+}
+
+// lag returns the worst replication lag among bounded followers: ops
+// behind, and the age of the oldest op they lack.
+func (r *Replica) lag(now time.Duration) (ops uint64, age time.Duration) {
+	for i := range r.leader.followers {
+		f := &r.leader.followers[i]
+		if !r.boundedFollower(now, f) || f.match >= r.last {
+			continue
+		}
+		ops = max(ops, uint64(r.last-f.match))
+		if at, ok := r.assignedAt(f.match + 1); ok {
+			age = max(age, now-at)
+		} else if f.match+1 <= r.tailBase {
+			// Older than the in-memory tail: assume the worst.
+			age = max(age, r.level.StalenessTime)
+		} else {
+			// Assigned by an earlier write region: no later than our promotion.
+			age = max(age, now-r.leaderSince)
+		}
+	}
+	return ops, age
+}
+
+func (r *Replica) assignedAt(lsn LSN) (time.Duration, bool) {
+	if lsn <= r.tailBase || lsn > r.last || r.tailAt == nil {
+		return 0, false
+	}
+	return r.tailAt[lsn-r.tailBase-1], true
+}
+
+// admitBounded reports whether one more write keeps every bounded follower
+// within K ops, and none has an op older than T outstanding.
+func (r *Replica) admitBounded(now time.Duration) bool {
+	ops, age := r.lag(now)
+	return ops+1 <= r.level.StalenessOps && age < r.level.StalenessTime
+}
+
+// releaseHeld admits held writes that fit now and rejects those held too long.
+func (r *Replica) releaseHeld(now time.Duration) {
+	l := r.leader
+	for len(l.held) > 0 {
+		hw := &l.held[0]
+		if r.admitBounded(now) {
+			if int(r.last-r.commit) >= r.h.cfg.MaxPendingWrites {
+				return
+			}
+			req := hw.req
+			l.held = l.held[1:]
+			r.assign(now, &req)
+			continue
+		}
+		if now-hw.at < r.level.StalenessHold {
+			return
+		}
+		ops, age := r.lag(now)
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: hw.req.Ref, Err: &StalenessError{
+			Partition: r.id, LagOps: ops, LagTime: age, MaxOps: r.level.StalenessOps,
+			MaxTime: r.level.StalenessTime, Held: now - hw.at}})
+		l.held = l.held[1:]
+	}
+	if len(l.held) == 0 {
+		l.held = nil
+	}
+}
+
+// ----- commit -----
+
+// advanceCommit recomputes the commit position by the level's rule and
+// acknowledges the writes it covers.
+func (r *Replica) advanceCommit() {
+	var c LSN
+	if r.level.Consistency == Strong {
+		c = r.strongCommit()
+	} else {
+		c = r.durable
+	}
+	r.setStable()
+	if c <= r.commit {
+		return
+	}
+	if c > r.last {
+		r.fail("commit %d beyond last %d", c, r.last)
+		return
+	}
+	r.commit = c
+	r.markDirty()
+	l := r.leader
+	n := 0
+	for n < len(l.pending) && l.pending[n].lsn <= c {
+		p := &l.pending[n]
+		e, _ := r.epochAt(p.lsn)
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: p.ref, Token: Token{Epoch: e, LSN: p.lsn}})
+		n++
+	}
+	if n > 0 {
+		l.pending = append(l.pending[:0], l.pending[n:]...)
+		if len(l.pending) == 0 {
+			l.pending = nil
+		}
+	}
+}
+
+// matchOf returns how far region reg's log is known to equal ours.
+func (r *Replica) matchOf(reg Region) LSN {
+	if reg == r.region() {
+		return r.durable
+	}
+	if f := r.follower(reg); f != nil {
+		return f.match
+	}
+	return 0
+}
+
+// strongCommit is the strong commit rule: the greatest LSN durable in every
+// member of the write quorum and in at least MinDurability replicas
+// (quorum.WriteQuorum.Commits), among the candidate positions.
+func (r *Replica) strongCommit() LSN {
+	best := r.commit
+	consider := func(c LSN) {
+		if c <= best {
+			return
+		}
+		if r.wq.Commits(func(reg Region) bool { return r.matchOf(reg) >= c }) {
+			best = c
+		}
+	}
+	consider(r.durable)
+	for i := range r.leader.followers {
+		consider(r.leader.followers[i].match)
+	}
+	return best
+}
+
+// setStable sets stable to the position durable on every replica.
+func (r *Replica) setStable() {
+	s := r.durable
+	for i := range r.leader.followers {
+		s = min(s, r.leader.followers[i].match)
+	}
+	if s > r.stable {
+		r.stable = s
+	}
+}
+
+// ----- replication -----
+
+func (r *Replica) flushLeader(now time.Duration) {
+	l := r.leader
+	if len(l.held) > 0 {
+		r.releaseHeld(now)
+	}
+	for i := range l.followers {
+		f := &l.followers[i]
+		if f.snap != nil || f.needSnap {
+			r.flushSnapshot(now, f)
+			continue
+		}
+		sent := r.sendEntries(now, f)
+		if !sent && f.wantGrant {
+			r.sendAppend(now, f, f.heartbeatPrev(), nil)
+		}
+	}
+}
+
+// sendEntries sends ops from f.next within the window. It reports whether
+// it sent anything.
+func (r *Replica) sendEntries(now time.Duration, f *follower) bool {
+	cfg := &r.h.cfg
+	sent := false
+	if f.inflight() == 0 && f.next <= r.last {
+		// The retransmit timer measures from the first op in flight.
+		f.lastAck = now
+	}
+	for f.next <= r.last && f.inflight() < cfg.MaxInflightOps {
+		prev := f.next - 1
+		if prev < r.logBase {
+			f.needSnap = true
+			r.flushSnapshot(now, f)
+			return sent
+		}
+		if f.next <= r.tailBase {
+			if !f.fetching {
+				f.fetching = true
+				room := cfg.MaxInflightOps - f.inflight()
+				r.h.fetch(Fetch{Kind: FetchLog, Partition: r.id, To: f.region, From: f.next,
+					MaxOps: min(cfg.MaxBatchOps, room), MaxBytes: cfg.MaxBatchBytes, Epoch: r.epoch})
+			}
+			return sent
+		}
+		end := min(r.last, f.next+LSN(cfg.MaxBatchOps)-1, f.heartbeatPrev()+LSN(cfg.MaxInflightOps))
+		size := 0
+		n := LSN(0)
+		for lsn := f.next; lsn <= end; lsn++ {
+			s := r.op(lsn).wireSize()
+			if n > 0 && size+s > cfg.MaxBatchBytes {
+				break
+			}
+			size += s
+			n++
+		}
+		from := f.next - r.tailBase - 1
+		entries := r.tail[from : from+n : from+n]
+		r.sendAppend(now, f, prev, entries)
+		f.next += n
+		sent = true
+	}
+	return sent
+}
+
+// sendAppend sends one MsgAppend (entries may be empty: a heartbeat).
+func (r *Replica) sendAppend(now time.Duration, f *follower, prev LSN, entries []Op) {
+	pe, ok := r.epochAt(prev)
+	if !ok {
+		f.needSnap = true
+		return
+	}
+	// Messages leave only after the Ready's writes are durable, so under
+	// the weaker levels (commit = durable in the write region) every op
+	// assigned so far is committed by the time this arrives.
+	commit := r.commit
+	if r.level.Consistency != Strong {
+		commit = r.last
+	}
+	m := Message{
+		Type: MsgAppend, Partition: r.id, Epoch: r.epoch, From: r.region(), To: f.region,
+		Prev: prev, PrevEpoch: pe, Entries: entries, Commit: commit, Stable: r.stable,
+		LeaderLast: r.last, Member: r.wq.IsMember(f.region), WantAck: f.match < prev || f.match < r.last,
+	}
+	if f.probeNew {
+		m.EchoBoot, m.Echo = f.probeBoot, f.probe
+		f.probeNew = false
+		f.grantSentAt, f.granted = now, true
+	}
+	f.wantGrant = false
+	f.sentCommit, f.sentStable = max(r.commit, commit), r.stable
+	f.lastSend = now
+	r.h.send(m)
+}
+
+// onFetchLog sends ops read from the store to the follower that needed them.
+func (r *Replica) onFetchLog(now time.Duration, res *FetchResult) {
+	f := r.follower(res.Fetch.To)
+	if f == nil {
+		return
+	}
+	f.fetching = false
+	r.markDirty()
+	if res.Err != nil {
+		r.h.logger().Error("partition: log fetch failed", "partition", r.id, "follower", f.region, "err", res.Err)
+		return
+	}
+	if res.Fetch.From != f.next || len(res.Ops) == 0 {
+		if len(res.Ops) == 0 && f.next-1 < r.logBase {
+			f.needSnap = true
+		}
+		return // the follower moved on (or the ops were compacted); flush retries
+	}
+	ops := res.Ops
+	if last := ops[len(ops)-1].LSN; last > r.last {
+		// Cannot happen: the store holds no ops past our log end.
+		r.fail("fetched op %d beyond last %d", last, r.last)
+		return
+	}
+	r.sendAppend(now, f, f.next-1, ops)
+	f.next += LSN(len(ops))
+}
+
+func (r *Replica) onAppendResp(now time.Duration, m *Message) {
+	f := r.follower(m.From)
+	if f == nil {
+		return
+	}
+	if m.ProbeBoot != 0 && (m.ProbeBoot != f.probeBoot || m.Probe > f.probe) {
+		f.probeBoot, f.probe, f.probeNew = m.ProbeBoot, m.Probe, true
+	}
+	if m.WantGrant {
+		f.wantGrant = true
+		r.markDirty()
+	}
+	if m.NeedSnapshot {
+		if f.snap == nil {
+			f.needSnap = true
+		} else if f.snap.seq > 0 || f.snap.chunk != nil {
+			f.snap = nil // the follower lost the install: start over
+			f.needSnap = true
+		}
+		r.markDirty()
+		return
+	}
+	if m.Success {
+		if m.Match > r.last {
+			r.fail("follower %s claims match %d beyond last %d in epoch %d", f.region, m.Match, r.last, r.epoch)
+			return
+		}
+		if m.Match > f.match {
+			f.match = m.Match
+			f.lastAck = now
+			r.markDirty()
+		}
+		if f.next <= f.match {
+			f.next = f.match + 1
+		}
+		r.advanceCommit()
+		if len(r.leader.held) > 0 {
+			r.markDirty()
+		}
+		return
+	}
+	r.h.stats.Mismatches++
+	// Mismatch: the follower's log diverges at or before Prev. Its hint is
+	// a position (LSN, epoch there) in its log; our log can equal its log at
+	// most up to the end of that epoch in our history.
+	h := min(m.Hint, r.last)
+	next := min(h, r.hist.endOf(m.HintEpoch, r.last)) + 1
+	if m.Hint <= r.last {
+		e, ok := r.epochAt(m.Hint)
+		if ok && e == m.HintEpoch {
+			next = m.Hint + 1
+		} else if ok && e > m.HintEpoch && next == h+1 && h == m.Hint {
+			// Our history claims ops of epochs <= HintEpoch up to h, yet
+			// our op at h is of another epoch: resending would loop.
+			r.fail("epoch history inconsistent at LSN %d (epoch %d here, follower %s has %d)", h, e, f.region, m.HintEpoch)
+			return
+		}
+	}
+	if next <= f.match {
+		next = f.match + 1
+	}
+	if next < f.next {
+		f.next = next
+		f.floor = min(f.floor, next)
+		f.lastReset = now
+		r.markDirty()
+	}
+}
+
+func (r *Replica) tickLeader(now time.Duration) {
+	cfg := &r.h.cfg
+	l := r.leader
+	for i := range l.followers {
+		f := &l.followers[i]
+		if f.snap != nil {
+			r.tickSnapshot(now, f)
+			continue
+		}
+		if f.inflight() > 0 && now-f.lastAck >= cfg.RetransmitTimeout && now-f.lastReset >= cfg.RetransmitTimeout {
+			f.next = max(f.match+1, min(f.floor, f.next))
+			r.h.stats.Retransmits++
+			f.lastReset = now
+			f.fetching = false
+			r.markDirty()
+		}
+		// Heartbeats carry commit positions, and keep contacting a follower
+		// not known to be caught up (it may not know this epoch yet).
+		if now-f.lastSend >= cfg.HeartbeatInterval && (f.sentCommit < r.commit || f.sentStable < r.stable || f.match < r.last) {
+			r.sendAppend(now, f, f.heartbeatPrev(), nil)
+			r.h.stats.Heartbeats++
+			r.markDirty()
+		}
+	}
+	// Commit timeouts: the op stays in the log; the client learns the
+	// outcome is unknown.
+	n := 0
+	for n < len(l.pending) && now-l.pending[n].at >= cfg.CommitTimeout {
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: l.pending[n].ref, Err: r.unknownOutcome(l.pending[n].lsn)})
+		n++
+	}
+	if n > 0 {
+		l.pending = append(l.pending[:0], l.pending[n:]...)
+	}
+	if len(l.held) > 0 {
+		r.markDirty()
+	}
+}
+
+// leaderDeadline returns the next time tickLeader has work.
+func (r *Replica) leaderDeadline(now time.Duration) time.Duration {
+	cfg := &r.h.cfg
+	l := r.leader
+	var d time.Duration
+	at := func(t time.Duration) {
+		if t > 0 && (d == 0 || t < d) {
+			d = t
+		}
+	}
+	for i := range l.followers {
+		f := &l.followers[i]
+		if f.snap != nil {
+			at(f.snap.sentAt + cfg.RetransmitTimeout)
+			continue
+		}
+		if f.inflight() > 0 {
+			at(max(f.lastAck, f.lastReset) + cfg.RetransmitTimeout)
+		}
+		if f.sentCommit < r.commit || f.sentStable < r.stable || f.match < r.last {
+			at(f.lastSend + cfg.HeartbeatInterval)
+		}
+	}
+	if len(l.pending) > 0 {
+		at(l.pending[0].at + cfg.CommitTimeout)
+	}
+	if len(l.held) > 0 {
+		// Re-check admission often enough to notice grants expiring, and
+		// reject at the hold deadline.
+		at(min(l.held[0].at+r.level.StalenessHold, now+cfg.HeartbeatInterval))
+	}
+	if d == 0 {
+		return 0
+	}
+	return max(d, now+1)
+}

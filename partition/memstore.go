@@ -1,0 +1,403 @@
+package partition
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// MemStore is the in-memory twin of the pebble store: the same Store
+// contract and the same write logic (ApplyWrites), no disk. The
+// deterministic harness (Cluster) and unit tests use it.
+//
+// Durability model: a Commit that returned is durable; a crash is modelled
+// by the driver dropping the writes it had not committed yet and reloading
+// from the store. It is safe for concurrent use; data is copied in and out.
+type MemStore struct {
+	mu      sync.Mutex
+	kv      memKV
+	closed  bool
+	commits uint64
+	// failNext, if set, makes the next Commit fail (fault injection).
+	failNext error
+}
+
+var _ AsyncStore = (*MemStore)(nil)
+
+// NewMemStore returns an empty store.
+func NewMemStore() *MemStore { return &MemStore{kv: memKV{buckets: map[string]*memBucket{}}} }
+
+func (s *MemStore) check(op string) error {
+	if s.closed {
+		return fmt.Errorf("memstore: %s: %w", op, ErrStoreClosed)
+	}
+	return nil
+}
+
+// Partitions implements Store.
+func (s *MemStore) Partitions() ([]ID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check("partitions"); err != nil {
+		return nil, err
+	}
+	return ListPartitions(&s.kv)
+}
+
+// Load implements Store.
+func (s *MemStore) Load(p ID) (Recovered, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check("load"); err != nil {
+		return Recovered{}, err
+	}
+	return LoadPartition(&s.kv, p)
+}
+
+// Commit implements Store: all of ws or nothing.
+func (s *MemStore) Commit(ws []Write) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check("commit"); err != nil {
+		return err
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	if err := s.failNext; err != nil {
+		s.failNext = nil
+		return fmt.Errorf("memstore: commit: %w", err)
+	}
+	b := &memBatch{kv: &s.kv}
+	if err := ApplyWrites(b, ws); err != nil {
+		b.rollback()
+		return fmt.Errorf("memstore: commit: %w", err)
+	}
+	s.commits++
+	return nil
+}
+
+// CommitAsync implements AsyncStore (a MemStore commit is durable at once).
+func (s *MemStore) CommitAsync(ws []Write) (func() error, error) {
+	if err := s.Commit(ws); err != nil {
+		return nil, err
+	}
+	return func() error { return nil }, nil
+}
+
+// FailNextCommit makes the next Commit fail with err (fault injection).
+func (s *MemStore) FailNextCommit(err error) {
+	s.mu.Lock()
+	s.failNext = err
+	s.mu.Unlock()
+}
+
+// Commits returns the number of successful commits (the fsyncs a disk store would do).
+func (s *MemStore) Commits() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commits
+}
+
+// ReadLog implements Store.
+func (s *MemStore) ReadLog(p ID, from LSN, maxOps, maxBytes int) ([]Op, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check("read log"); err != nil {
+		return nil, err
+	}
+	return ReadLogOps(&s.kv, p, from, maxOps, maxBytes)
+}
+
+// Get implements Store.
+func (s *MemStore) Get(p ID, key []byte) (KV, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check("get"); err != nil {
+		return KV{}, false, err
+	}
+	return GetKV(&s.kv, p, key)
+}
+
+// ReadKV implements Store.
+func (s *MemStore) ReadKV(p ID, after []byte, maxBytes int) ([]KV, bool, LSN, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check("read state"); err != nil {
+		return nil, false, 0, err
+	}
+	return ReadKVChunk(&s.kv, p, after, maxBytes)
+}
+
+// Conflicts implements Store.
+func (s *MemStore) Conflicts(p ID, after Token, limit int) ([]ConflictRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check("conflicts"); err != nil {
+		return nil, err
+	}
+	return ListConflicts(&s.kv, p, after, limit)
+}
+
+// Close implements Store.
+func (s *MemStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// Reopen returns a store holding exactly what was committed (a restart).
+func (s *MemStore) Reopen() *MemStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := NewMemStore()
+	for p, b := range s.kv.buckets {
+		nb := &memBucket{keys: append([]string(nil), b.keys...), vals: make(map[string][]byte, len(b.vals))}
+		for k, v := range b.vals {
+			nb.vals[k] = v // values are never mutated in place
+		}
+		n.kv.buckets[p] = nb
+	}
+	n.kv.prefixes = append([]string(nil), s.kv.prefixes...)
+	return n
+}
+
+// RawGet and RawSet expose the raw key space for corruption tests.
+func (s *MemStore) RawGet(k []byte) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok, _ := s.kv.Get(k)
+	return bytes.Clone(v), ok
+}
+
+// RawSet overwrites one raw key (for corruption tests).
+func (s *MemStore) RawSet(k, v []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.kv.Set(k, v)
+}
+
+// RawKeys returns every raw key with the given prefix, ascending.
+func (s *MemStore) RawKeys(prefix []byte) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out [][]byte
+	hi := append(bytes.Clone(prefix), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	_ = s.kv.Scan(prefix, hi, func(k, _ []byte) (bool, error) {
+		out = append(out, bytes.Clone(k))
+		return true, nil
+	})
+	return out
+}
+
+// memKV is an ordered map bucketed by the 6-byte partition-section prefix:
+// each bucket is a sorted key slice plus a map, so log appends (at a
+// bucket's end) are cheap and ranges never cross many buckets.
+type memKV struct {
+	buckets  map[string]*memBucket
+	prefixes []string // sorted bucket prefixes
+}
+
+type memBucket struct {
+	keys []string // sorted
+	vals map[string][]byte
+}
+
+func bucketOf(k []byte) string {
+	if len(k) > prefixLen {
+		return string(k[:prefixLen])
+	}
+	return string(k)
+}
+
+func (m *memKV) Get(k []byte) ([]byte, bool, error) {
+	b := m.buckets[bucketOf(k)]
+	if b == nil {
+		return nil, false, nil
+	}
+	v, ok := b.vals[string(k)]
+	return v, ok, nil
+}
+
+func (m *memKV) Set(k, v []byte) error {
+	bp := bucketOf(k)
+	b := m.buckets[bp]
+	if b == nil {
+		b = &memBucket{vals: map[string][]byte{}}
+		m.buckets[bp] = b
+		i := sort.SearchStrings(m.prefixes, bp)
+		m.prefixes = append(m.prefixes, "")
+		copy(m.prefixes[i+1:], m.prefixes[i:])
+		m.prefixes[i] = bp
+	}
+	ks := string(k)
+	if _, ok := b.vals[ks]; !ok {
+		n := len(b.keys)
+		if n == 0 || b.keys[n-1] < ks {
+			b.keys = append(b.keys, ks)
+		} else {
+			i := sort.SearchStrings(b.keys, ks)
+			b.keys = append(b.keys, "")
+			copy(b.keys[i+1:], b.keys[i:])
+			b.keys[i] = ks
+		}
+	}
+	b.vals[ks] = bytes.Clone(v)
+	return nil
+}
+
+func (m *memKV) Delete(k []byte) error {
+	b := m.buckets[bucketOf(k)]
+	if b == nil {
+		return nil
+	}
+	ks := string(k)
+	if _, ok := b.vals[ks]; !ok {
+		return nil
+	}
+	delete(b.vals, ks)
+	i := sort.SearchStrings(b.keys, ks)
+	b.keys = append(b.keys[:i], b.keys[i+1:]...)
+	return nil
+}
+
+// each calls fn for keys in [lo, hi), ascending (reverse if rev).
+func (m *memKV) each(lo, hi []byte, rev bool, fn func(k string, v []byte) bool) {
+	start := sort.SearchStrings(m.prefixes, bucketOf(lo))
+	end := start
+	for end < len(m.prefixes) && m.prefixes[end] < string(hi) {
+		end++
+	}
+	visit := func(bi int) bool {
+		b := m.buckets[m.prefixes[bi]]
+		i := sort.SearchStrings(b.keys, string(lo))
+		j := sort.SearchStrings(b.keys, string(hi))
+		if rev {
+			for x := j - 1; x >= i; x-- {
+				if !fn(b.keys[x], b.vals[b.keys[x]]) {
+					return false
+				}
+			}
+			return true
+		}
+		for x := i; x < j; x++ {
+			if !fn(b.keys[x], b.vals[b.keys[x]]) {
+				return false
+			}
+		}
+		return true
+	}
+	if rev {
+		for bi := end - 1; bi >= start; bi-- {
+			if !visit(bi) {
+				return
+			}
+		}
+		return
+	}
+	for bi := start; bi < end; bi++ {
+		if !visit(bi) {
+			return
+		}
+	}
+}
+
+func (m *memKV) First(lo, hi []byte) ([]byte, []byte, bool, error) {
+	var rk, rv []byte
+	m.each(lo, hi, false, func(k string, v []byte) bool { rk, rv = []byte(k), v; return false })
+	return rk, rv, rk != nil, nil
+}
+
+func (m *memKV) Last(lo, hi []byte) ([]byte, []byte, bool, error) {
+	var rk, rv []byte
+	m.each(lo, hi, true, func(k string, v []byte) bool { rk, rv = []byte(k), v; return false })
+	return rk, rv, rk != nil, nil
+}
+
+func (m *memKV) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
+	// Collect first so fn may write to m.
+	type kv struct {
+		k string
+		v []byte
+	}
+	var all []kv
+	m.each(lo, hi, false, func(k string, v []byte) bool { all = append(all, kv{k, v}); return true })
+	for _, e := range all {
+		ok, err := fn([]byte(e.k), e.v)
+		if err != nil || !ok {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *memKV) DeleteRange(lo, hi []byte) error {
+	var ks []string
+	m.each(lo, hi, false, func(k string, _ []byte) bool { ks = append(ks, k); return true })
+	for _, k := range ks {
+		_ = m.Delete([]byte(k))
+	}
+	return nil
+}
+
+// memBatch writes straight into a memKV, keeping what it overwrote so that
+// a failed commit can be rolled back: atomicity without copying the store.
+type memBatch struct {
+	kv   *memKV
+	undo []memUndo
+}
+
+type memUndo struct {
+	k       []byte
+	v       []byte
+	existed bool
+}
+
+func (b *memBatch) save(k []byte) {
+	v, ok, _ := b.kv.Get(k)
+	b.undo = append(b.undo, memUndo{k: bytes.Clone(k), v: v, existed: ok})
+}
+
+func (b *memBatch) Get(k []byte) ([]byte, bool, error) { return b.kv.Get(k) }
+func (b *memBatch) First(lo, hi []byte) ([]byte, []byte, bool, error) {
+	return b.kv.First(lo, hi)
+}
+func (b *memBatch) Last(lo, hi []byte) ([]byte, []byte, bool, error) { return b.kv.Last(lo, hi) }
+func (b *memBatch) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
+	return b.kv.Scan(lo, hi, fn)
+}
+
+func (b *memBatch) Set(k, v []byte) error {
+	b.save(k)
+	return b.kv.Set(k, v)
+}
+
+func (b *memBatch) Delete(k []byte) error {
+	b.save(k)
+	return b.kv.Delete(k)
+}
+
+func (b *memBatch) DeleteRange(lo, hi []byte) error {
+	var ks [][]byte
+	b.kv.each(lo, hi, false, func(k string, _ []byte) bool { ks = append(ks, []byte(k)); return true })
+	for _, k := range ks {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *memBatch) rollback() {
+	for i := len(b.undo) - 1; i >= 0; i-- {
+		u := b.undo[i]
+		if u.existed {
+			_ = b.kv.Set(u.k, u.v)
+		} else {
+			_ = b.kv.Delete(u.k)
+		}
+	}
+	b.undo = nil
+}
