@@ -26,6 +26,15 @@ sweep membership swarm 1..60
 sweep membership light 1..20
 sweep contention swarm 1..10
 sweep contention none 1..10
+sweep replication swarm 1..20
+sweep replication heavy 1..5
+
+# Failover (issue 5): the region drill at a small size, both profiles;
+# every seed checks one writer per epoch, epochs, RPO 0, porcupine and
+# convergence.
+echo "== fmnode sim --scenario region-outage (small, fast and paper profiles)"
+"$bin" sim --scenario region-outage --seeds 1..4 --partitions 60 --profile fast --outage 2m --duration 2m --out "$out" | tail -n 3
+"$bin" sim --scenario region-outage --seeds 1..2 --partitions 60 --profile paper --outage 3m --duration 3m --out "$out" | tail -n 3
 
 echo "== determinism: 10 seeds again, same trace hashes"
 {

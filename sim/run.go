@@ -40,6 +40,15 @@ type Config struct {
 	// Logger receives progress at debug level (nil: discard).
 	Logger *slog.Logger
 
+	// Partitions, FailoverProfile ("paper" or "fast") and Outage shape the
+	// failover scenarios (0 or "": the scenario's default).
+	Partitions      int
+	FailoverProfile string
+	Outage          time.Duration
+	// testDoublePromote is a test hook of the failover scenarios: the
+	// one-writer-per-epoch checker must fire.
+	testDoublePromote bool
+
 	// BreakLiveness is a test hook: the liveness phase cuts every link
 	// instead of healing, so the run must report a liveness violation.
 	BreakLiveness bool
@@ -71,6 +80,12 @@ func (c *Config) normalize() error {
 	if c.Proposers < 0 || c.Proposers > MaxProposers {
 		return fmt.Errorf("%w: proposers %d (0..%d)", ErrConfig, c.Proposers, MaxProposers)
 	}
+	if c.Partitions < 0 || c.Partitions > foMaxPartitions {
+		return fmt.Errorf("%w: partitions %d (0..%d)", ErrConfig, c.Partitions, foMaxPartitions)
+	}
+	if c.Outage < 0 || c.Outage > MaxDuration {
+		return fmt.Errorf("%w: outage %v (0..%v)", ErrConfig, c.Outage, MaxDuration)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -95,6 +110,11 @@ type Result struct {
 	Metrics        map[string]float64 `json:"metrics,omitempty"`
 	Visualization  string             `json:"visualization,omitempty"`
 	Replay         string             `json:"replay"`
+	// SimPerWall is simulated seconds per wall-clock second.
+	SimPerWall float64 `json:"sim_seconds_per_wall_second,omitempty"`
+	// FailoverReport holds the failover scenarios' figures (its keys are
+	// top-level in the JSON).
+	*FailoverReport
 }
 
 // Failed reports whether the run found anything wrong.
@@ -127,6 +147,15 @@ func ReplayCommand(cfg Config) string {
 	if cfg.Interval > 0 {
 		fmt.Fprintf(&b, " --interval %v", cfg.Interval)
 	}
+	if cfg.Partitions > 0 {
+		fmt.Fprintf(&b, " --partitions %d", cfg.Partitions)
+	}
+	if cfg.FailoverProfile != "" {
+		fmt.Fprintf(&b, " --profile %s", cfg.FailoverProfile)
+	}
+	if cfg.Outage > 0 {
+		fmt.Fprintf(&b, " --outage %v", cfg.Outage)
+	}
 	return b.String()
 }
 
@@ -147,5 +176,8 @@ func Run(cfg Config) (Result, error) {
 	}
 	res.WallSeconds = time.Since(start).Seconds()
 	res.Replay = ReplayCommand(cfg)
+	if res.WallSeconds > 0 {
+		res.SimPerWall = res.SimSeconds / res.WallSeconds
+	}
 	return res, nil
 }

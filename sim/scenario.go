@@ -15,11 +15,12 @@ type Scenario interface {
 // Scenarios lists every scenario in the order help shows them. It builds
 // the list on each call: there is no package-level registry to mutate.
 func Scenarios() []Scenario {
-	return []Scenario{
+	return append([]Scenario{
 		registerScenario{},
 		contentionScenario{},
 		membershipScenario{},
-	}
+		replicationScenario{},
+	}, failoverScenarios()...)
 }
 
 // Lookup finds a scenario by name.

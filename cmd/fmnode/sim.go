@@ -58,6 +58,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", runtime.NumCPU(), "parallel runs in a sweep (each run is single-threaded)")
 	checkTimeout := fs.Duration("check-timeout", sim.DefaultCheckTimeout, "bound on the linearizability check of one run")
 	verbose := fs.Bool("v", false, "log phase changes to stderr")
+	partitions := fs.Int("partitions", 0, "failover scenarios: partitions (0: region-outage 4300, others 60)")
+	profile := fs.String("profile", "", "failover scenarios: timing profile paper or fast (default paper)")
+	outage := fs.Duration("outage", 0, "failover scenarios: how long the fault lasts (0: region-outage 30m, others 3m)")
 	fs.Usage = func() { simUsage(fs) }
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -86,10 +89,24 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	if *scenario == "region-outage" {
+		// The paper's drill unless told otherwise (the scenario's own
+		// defaults are a small drill for tests and sweeps).
+		if *partitions == 0 {
+			*partitions = sim.DrillPartitions
+		}
+		if *outage == 0 {
+			*outage = sim.DrillOutage
+		}
+		if *duration == 0 {
+			*duration = sim.DrillWarmup
+		}
+	}
 	base := sim.Config{
 		Scenario: *scenario, Faults: level, Canary: *canary, CanaryControl: *canaryControl,
 		Duration: *duration, LivenessBound: *liveness, Keys: *keys, Proposers: *proposers,
 		Interval: *interval, DisableFastPath: *noFast, OutDir: *out, CheckTimeout: *checkTimeout, Logger: logger,
+		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage,
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,
 		Workers: *workers, FaultsInjected: make(map[string]uint64), FailedSeeds: []uint64{}}
@@ -174,6 +191,10 @@ func printRun(w io.Writer, r sim.Result, canary bool) {
 		r.Seed, r.Scenario, r.Faults, r.SimSeconds, r.WallSeconds, r.Events, faults, r.Linearizable, len(r.Violations), r.TraceHash)
 	if r.Scenario == "contention" {
 		printContention(w, r)
+	}
+	if r.FailoverReport != nil {
+		fmt.Fprint(w, r.FailoverReport.Table())
+		fmt.Fprintf(w, "sim s/wall s %.0f\n", r.SimPerWall)
 	}
 	if !r.Failed() {
 		return

@@ -1,0 +1,34 @@
+package sim
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/failover"
+)
+
+// TestFailoverMemoryPerPartition measures the heap one partition costs on
+// one node once the world is set up: its failover manager entry (with the
+// cached register value), its partition replica and store records, and
+// its acceptor record. It logs the figure and checks a loose bound.
+func TestFailoverMemoryPerPartition(t *testing.T) {
+	const parts = 2000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fw, err := newFoWorld(Config{Seed: 1, LivenessBound: time.Minute, CheckTimeout: time.Second}.withDefaults(),
+		foSpec{regions: 3, nodesPerRegion: 1, partitions: parts, profile: failover.FastConfig(), writeShare: []float64{0.6, 0.25, 0.15},
+			minDurability: 1, clientsPerPartition: 0, thinkMin: time.Second, thinkMax: 2 * time.Second, maxHistory: 1})
+	require.NoError(t, err)
+	require.True(t, fw.initRegisters(time.Minute))
+	fw.e.run(fw.now() + 10*time.Second)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perReplica := float64(after.HeapAlloc-before.HeapAlloc) / float64(parts*len(fw.nodes))
+	t.Logf("heap per partition per node (manager + replica + store + acceptor): %.0f bytes", perReplica)
+	require.Less(t, perReplica, 16384.0)
+	runtime.KeepAlive(fw)
+}

@@ -1,0 +1,255 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/partition"
+)
+
+// foMetrics collects what a failover run measures. Times are virtual.
+type foMetrics struct {
+	outage   bool
+	t0       time.Duration
+	affected []bool
+	epochT0  []failover.Epoch
+	detect   []time.Duration // first failover proposal after t0 (0: none)
+	complete []time.Duration // commit of the CAS that moved the write region
+	recover  []time.Duration // first acknowledged write in the new epoch
+
+	steadyOn     bool
+	steadyFrom   time.Duration
+	steadyTo     time.Duration
+	steadyWrites uint64
+	regWrites    uint64
+
+	acks [][]partition.Token
+
+	resyncOn    bool
+	resyncNodes []bool
+	resyncBytes uint64
+
+	promotions     uint64
+	failovers      uint64
+	falseProgress  uint64
+	actionErrors   uint64
+	firstActionErr string
+}
+
+func (m *foMetrics) init(parts int) {
+	m.affected = make([]bool, parts)
+	m.epochT0 = make([]failover.Epoch, parts)
+	m.detect = make([]time.Duration, parts)
+	m.complete = make([]time.Duration, parts)
+	m.recover = make([]time.Duration, parts)
+	m.acks = make([][]partition.Token, parts)
+}
+
+// startOutage marks the partitions whose write region is on a failing node.
+func (m *foMetrics) startOutage(fw *foWorld, down []bool, at time.Duration) int {
+	m.outage, m.t0 = true, at
+	n := 0
+	for i := range fw.parts {
+		r := &fw.reg[i]
+		node, ok := fw.nodeFor(i, r.state.WriteRegion)
+		m.affected[i] = ok && down[node]
+		m.epochT0[i] = r.state.Epoch
+		if m.affected[i] {
+			n++
+		}
+	}
+	return n
+}
+
+func (m *foMetrics) registerWrite(fw *foWorld, i int, old, s failover.State, at time.Duration) {
+	m.regWrites++
+	if m.steadyOn && at >= m.steadyFrom {
+		m.steadyWrites++
+	}
+	if s.WriteRegion != old.WriteRegion {
+		m.failovers++
+		if m.outage && m.affected[i] && m.complete[i] == 0 && at >= m.t0 {
+			m.complete[i] = at - m.t0 + 1 // +1ns: zero means "not yet"
+		}
+	}
+}
+
+func (m *foMetrics) proposal(fw *foWorld, i int, p failover.Proposal, at time.Duration) {
+	if p.Kind == failover.DecideFailover && m.outage && m.affected[i] && m.detect[i] == 0 && at >= m.t0 {
+		m.detect[i] = at - m.t0 + 1
+	}
+}
+
+func (m *foMetrics) promoted(fw *foWorld, i int, at time.Duration) { m.promotions++ }
+
+func (m *foMetrics) ack(fw *foWorld, i int, tok partition.Token, at time.Duration) {
+	m.acks[i] = append(m.acks[i], tok)
+	if m.outage && m.affected[i] && m.recover[i] == 0 && at >= m.t0 && failover.Epoch(tok.Epoch) > m.epochT0[i] {
+		m.recover[i] = at - m.t0 + 1
+	}
+}
+
+// dataSent counts the bytes shipped to a returning node: ops and snapshot
+// pairs (what a re-sync costs, against a full copy).
+func (m *foMetrics) dataSent(fw *foWorld, to int32, msg *partition.Message) {
+	if !m.resyncOn || !m.resyncNodes[to] {
+		return
+	}
+	for i := range msg.Entries {
+		m.resyncBytes += uint64(msg.Entries[i].Size())
+	}
+	for _, kv := range msg.KVs {
+		m.resyncBytes += uint64(len(kv.Key) + len(kv.Value))
+	}
+}
+
+// Dist summarises a distribution in seconds.
+type Dist struct {
+	N    int     `json:"n"`
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+}
+
+func distOf(xs []float64) Dist {
+	if len(xs) == 0 {
+		return Dist{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	sum := 0.0
+	for _, x := range s {
+		sum += x
+	}
+	q := func(p float64) float64 { return s[min(len(s)-1, int(math.Ceil(p*float64(len(s))))-1)] }
+	return Dist{N: len(s), Mean: sum / float64(len(s)), P50: q(0.5), P99: q(0.99), Max: s[len(s)-1]}
+}
+
+// FailoverReport is what the failover scenarios report (JSON keys are the
+// issue's schema; times in seconds from the outage).
+type FailoverReport struct {
+	Partitions                    int     `json:"partitions"`
+	FailoverProfile               string  `json:"failover_profile"`
+	AffectedPartitions            int     `json:"affected_partitions"`
+	Detection                     Dist    `json:"detection_s"`
+	FailoverCompletion            Dist    `json:"failover_completion_s"`
+	WriteRecovery                 Dist    `json:"write_recovery_s"`
+	FailedOverWithin60s           float64 `json:"failed_over_within_60s_fraction"`
+	NotFailedOver                 int     `json:"not_failed_over"`
+	RPO                           RPODist `json:"rpo_ops"`
+	SteadyRegisterWritesPerPartHr float64 `json:"steady_register_writes_per_partition_hour"`
+	RegisterWrites                uint64  `json:"register_writes"`
+	Failovers                     uint64  `json:"failovers"`
+	ResyncBytes                   uint64  `json:"resync_bytes"`
+	FullCopyBytes                 uint64  `json:"full_copy_bytes"`
+	ResyncSeconds                 float64 `json:"resync_s"`
+	FalseProgressOps              uint64  `json:"false_progress_ops"`
+	ActionErrors                  uint64  `json:"action_errors"`
+	FirstActionError              string  `json:"first_action_error,omitempty"`
+	Paper                         Paper   `json:"paper"`
+}
+
+// RPODist is the data loss in acknowledged operations per partition.
+type RPODist struct {
+	Mean float64 `json:"mean"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+}
+
+// Paper holds the paper's figures for the region drill (BRIEF section 2).
+type Paper struct {
+	DetectionMean, DetectionP99   float64
+	CompletionMean, CompletionP99 float64
+	RecoveryMean, RecoveryP99     float64
+	RPOMean, RPOP99               float64
+	Within60s                     float64
+}
+
+func paperFigures() Paper {
+	return Paper{DetectionMean: 45, DetectionP99: 58, CompletionMean: 52, CompletionP99: 113,
+		RecoveryMean: 48, RecoveryP99: 105, RPOMean: 0, RPOP99: 2, Within60s: 0.99}
+}
+
+func secs(ds []time.Duration, affected []bool) ([]float64, int) {
+	var out []float64
+	missing := 0
+	for i, d := range ds {
+		if !affected[i] {
+			continue
+		}
+		if d == 0 {
+			missing++
+			continue
+		}
+		out = append(out, float64(d-1)/float64(time.Second))
+	}
+	return out, missing
+}
+
+// report assembles the figures once the run is over.
+func (m *foMetrics) report(fw *foWorld, profile string, lost []int) *FailoverReport {
+	r := &FailoverReport{Partitions: len(fw.parts), FailoverProfile: profile, Paper: paperFigures(),
+		RegisterWrites: m.regWrites, Failovers: m.failovers, ResyncBytes: m.resyncBytes,
+		FalseProgressOps: m.falseProgress, ActionErrors: m.actionErrors, FirstActionError: m.firstActionErr}
+	for _, a := range m.affected {
+		if a {
+			r.AffectedPartitions++
+		}
+	}
+	det, _ := secs(m.detect, m.affected)
+	comp, missing := secs(m.complete, m.affected)
+	rec, _ := secs(m.recover, m.affected)
+	r.Detection, r.FailoverCompletion, r.WriteRecovery = distOf(det), distOf(comp), distOf(rec)
+	r.NotFailedOver = missing
+	if r.AffectedPartitions > 0 {
+		within := 0
+		for _, c := range comp {
+			if c <= 60 {
+				within++
+			}
+		}
+		r.FailedOverWithin60s = float64(within) / float64(r.AffectedPartitions)
+	}
+	var rpo []float64
+	for i, l := range lost {
+		if m.affected[i] || l > 0 {
+			rpo = append(rpo, float64(l))
+		}
+	}
+	d := distOf(rpo)
+	r.RPO = RPODist{Mean: d.Mean, P99: d.P99, Max: d.Max}
+	if hours := (m.steadyTo - m.steadyFrom).Hours(); hours > 0 {
+		r.SteadyRegisterWritesPerPartHr = float64(m.steadyWrites) / float64(len(fw.parts)) / hours
+	}
+	return r
+}
+
+// Table renders the report next to the paper's figures for a person.
+func (r *FailoverReport) Table() string {
+	var b strings.Builder
+	p := r.Paper
+	fmt.Fprintf(&b, "region outage: %d partitions, %d failed over of %d affected, profile %s\n",
+		r.Partitions, r.AffectedPartitions-r.NotFailedOver, r.AffectedPartitions, r.FailoverProfile)
+	fmt.Fprintf(&b, "%-34s %9s %9s %9s %9s   %s\n", "metric (s from outage)", "mean", "p50", "p99", "max", "paper (mean / p99)")
+	row := func(name string, d Dist, pm, pp float64) {
+		fmt.Fprintf(&b, "%-34s %9.1f %9.1f %9.1f %9.1f   %.0f / %.0f\n", name, d.Mean, d.P50, d.P99, d.Max, pm, pp)
+	}
+	row("detection", r.Detection, p.DetectionMean, p.DetectionP99)
+	row("failover completion", r.FailoverCompletion, p.CompletionMean, p.CompletionP99)
+	row("write recovery", r.WriteRecovery, p.RecoveryMean, p.RecoveryP99)
+	fmt.Fprintf(&b, "%-34s %9.2f %9s %9.0f %9.0f   %.0f / %.0f\n", "RPO (acknowledged ops lost)", r.RPO.Mean, "", r.RPO.P99, r.RPO.Max, p.RPOMean, p.RPOP99)
+	fmt.Fprintf(&b, "%-34s %9.4f %39s\n", "failed over within 60 s", r.FailedOverWithin60s, fmt.Sprintf("> %.2f", p.Within60s))
+	fmt.Fprintf(&b, "%-34s %9.3f %39s\n", "steady register writes/partition/h", r.SteadyRegisterWritesPerPartHr, "0 (heartbeats write nothing)")
+	full := "n/a"
+	if r.FullCopyBytes > 0 {
+		full = fmt.Sprintf("%.2f%%", 100*float64(r.ResyncBytes)/float64(r.FullCopyBytes))
+	}
+	fmt.Fprintf(&b, "%-34s %9d of %d full copy (%s), caught up in %.1f s\n", "re-sync bytes", r.ResyncBytes, r.FullCopyBytes, full, r.ResyncSeconds)
+	fmt.Fprintf(&b, "%-34s %9d (false progress ops set aside: %d)\n", "register writes (all)", r.RegisterWrites, r.FalseProgressOps)
+	return b.String()
+}

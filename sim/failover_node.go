@@ -1,0 +1,436 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fmnode/fmnode/caspaxos"
+	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// Timer kinds of a node (the low byte of an event's arg; the rest is the
+// incarnation that armed it).
+const (
+	foEvHostTick uint64 = iota + 1
+	foEvMgrTick
+	foEvDisk
+)
+
+// foNode drives one node's failover.Manager and partition.Host. It owns
+// no decision: it hands the cores messages, time and disk results and
+// carries out what their Ready asks.
+type foNode struct {
+	fw     *foWorld
+	idx    int32
+	region quorum.Region
+	fnodes []failover.Node
+	inc    uint64
+
+	mgr   *failover.Manager
+	host  *partition.Host
+	store *partition.MemStore
+
+	diskFree time.Duration
+	inflight []partition.Ready
+	hostEv   EventID
+	mgrEv    EventID
+	lease    time.Duration
+
+	dirty   []int
+	isDirty map[int]bool
+	// inflightCAS is the proposal each partition has at this node's proposer.
+	inflightCAS map[int]failover.Proposal
+	pumping     bool
+	// fed: the manager got input since its last Tick (Tick evaluates
+	// what the input marked; ticking it on every event would cost a
+	// liveness scan per event).
+	fed bool
+}
+
+func (n *foNode) local() time.Duration { return n.fw.e.w.Local(n.idx) }
+
+// boot starts (or restarts) the node's cores from its store. A restarted
+// node knows no register value: it reads every partition's back.
+func (n *foNode) boot(first bool) error {
+	fw := n.fw
+	n.inc++
+	mgr, err := failover.NewManager(failover.ManagerConfig{Failover: fw.spec.profile, Self: failover.NodeID(n.idx + 1), Nodes: n.fnodes})
+	if err != nil {
+		return fmt.Errorf("sim: node %d manager: %w", n.idx, err)
+	}
+	hcfg := partition.DefaultConfig(n.region, n.inc)
+	h, err := partition.NewHost(hcfg)
+	if err != nil {
+		return fmt.Errorf("sim: node %d host: %w", n.idx, err)
+	}
+	n.mgr, n.host = mgr, h
+	n.fed = true
+	n.isDirty = make(map[int]bool)
+	n.dirty, n.inflight, n.lease = nil, nil, 0
+	clear(n.inflightCAS)
+	n.diskFree = fw.now()
+	now := n.local()
+	for i := range fw.parts {
+		p := &fw.parts[i]
+		hosted := false
+		for _, rn := range p.replicas {
+			if rn.Node == failover.NodeID(n.idx+1) {
+				hosted = true
+			}
+		}
+		if !hosted {
+			continue
+		}
+		if err := mgr.AddPartition(failover.Placement{Partition: p.name, Replicas: p.replicas}); err != nil {
+			return fmt.Errorf("sim: node %d: %w", n.idx, err)
+		}
+		if first {
+			wq := quorum.WriteQuorum{Replicas: sortedRegions(p.replicas), WriteRegion: p.initial, Members: sortedRegions(p.replicas), MinDurability: fw.spec.minDurability}
+			spec := partition.Spec{Level: partition.Level{Consistency: partition.Strong}, Quorum: wq, Epoch: 1}
+			if err := h.Create(now, p.id, spec, 0); err != nil {
+				return fmt.Errorf("sim: node %d create %d: %w", n.idx, p.id, err)
+			}
+		} else {
+			rec, err := n.store.Load(p.id)
+			if err != nil {
+				return fmt.Errorf("sim: node %d load %d: %w", n.idx, p.id, err)
+			}
+			if err := h.Open(now, rec); err != nil {
+				return fmt.Errorf("sim: node %d open %d: %w", n.idx, p.id, err)
+			}
+			n.submit(i, foTagRead, caspaxos.Read())
+		}
+		n.markDirty(i)
+	}
+	n.pump()
+	return nil
+}
+
+func sortedRegions(rs []failover.RegionNode) []quorum.Region {
+	out := make([]quorum.Region, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.Region)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// Crash loses the cores and everything not on disk.
+func (n *foNode) Crash(now time.Duration) {
+	n.mgr, n.host = nil, nil
+	n.inflight = nil
+	n.store = n.store.Reopen()
+	n.fw.e.w.Sched.Cancel(n.hostEv)
+	n.fw.e.w.Sched.Cancel(n.mgrEv)
+}
+
+// Restart boots from the store.
+func (n *foNode) Restart(now time.Duration) {
+	if err := n.boot(false); err != nil {
+		n.fw.e.viol.add(now, ViolationRecovery, "%v", err)
+	}
+}
+
+func (n *foNode) markDirty(i int) {
+	if i >= 0 && i < len(n.fw.parts) && !n.isDirty[i] {
+		n.isDirty[i] = true
+		n.dirty = append(n.dirty, i)
+	}
+}
+
+// submit hands a register operation to this node's proposer.
+func (n *foNode) submit(i int, kind uint64, ch caspaxos.Change) {
+	pp := n.fw.cas.prop[n.idx]
+	if err := pp.submit(n, uint64(i)*foTagKinds+kind, n.fw.parts[i].name, ch); err != nil && n.mgr != nil && kind == foTagCAS {
+		n.mgr.CASDone(n.local(), n.fw.parts[i].name, false, err)
+		n.fed = true
+	}
+}
+
+// opDone is the proposer's result for a register operation.
+func (n *foNode) opDone(tag uint64, res caspaxos.Result) {
+	fw := n.fw
+	i, kind := int(tag/foTagKinds), tag%foTagKinds
+	if n.mgr == nil || i >= len(fw.parts) {
+		return
+	}
+	name := fw.parts[i].name
+	now := n.local()
+	cur, ok := res.Value, res.Err == nil
+	var vm *caspaxos.VersionMismatchError
+	if errors.As(res.Err, &vm) {
+		cur, ok = vm.Current, true
+	}
+	if kind == foTagCAS {
+		prop := n.inflightCAS[i]
+		delete(n.inflightCAS, i)
+		switch {
+		case res.Err == nil:
+			n.mgr.CASDone(now, name, true, nil)
+		case vm != nil:
+			n.mgr.CASDone(now, name, false, nil)
+		default:
+			n.mgr.CASDone(now, name, false, res.Err)
+		}
+		n.fed = true
+		_ = prop
+	}
+	if ok && cur.Exists() {
+		s, err := failover.Decode(cur.Data)
+		if err != nil {
+			fw.e.viol.add(fw.now(), ViolationProtocol, "partition %s register: %v", name, err)
+			return
+		}
+		fw.learned(i, cur.Version, s, kind != foTagRead && res.Err == nil, fw.now())
+		n.mgr.ObserveState(now, name, cur.Version, s)
+		n.fed = true
+		if res.Err == nil && cur.Version > 0 && kind != foTagRead {
+			// Share the committed value: every manager learns it without
+			// another register operation.
+			for _, o := range fw.nodes {
+				if o != n {
+					fw.ctl.Send(n.idx, o.idx, foCtl{isLearn: true, part: int32(i), version: cur.Version, data: cur.Data})
+				}
+			}
+		}
+	}
+	n.pump()
+}
+
+func (n *foNode) opLost(tag uint64) {}
+
+// Fire runs the node's timers.
+func (n *foNode) Fire(now time.Duration, arg uint64) {
+	if arg>>8 != n.inc || n.host == nil || !n.fw.e.w.Live(n.idx) {
+		return
+	}
+	switch arg & 0xff {
+	case foEvHostTick:
+		n.hostEv = EventID{}
+		n.host.Tick(n.local())
+	case foEvMgrTick:
+		n.mgrEv = EventID{}
+		n.mgr.Tick(n.local())
+	case foEvDisk:
+		n.completeDisk()
+	}
+	n.pump()
+}
+
+// pump runs the driver loop until the cores have nothing more to hand
+// over: host Readys to disk, replica status to the manager, the manager's
+// heartbeats, proposals and actions out; then re-arms the timers.
+func (n *foNode) pump() {
+	if n.host == nil || n.pumping {
+		return
+	}
+	n.pumping = true
+	defer func() { n.pumping = false }()
+	fw := n.fw
+	for range foPumpRounds {
+		busy := false
+		for n.host.HasReady() {
+			busy = true
+			rd := n.host.Ready(n.local())
+			fw.deliverReplies(n, rd.Replies)
+			rd.Replies = nil
+			start := max(fw.now(), n.diskFree)
+			done := start
+			if len(rd.Writes) > 0 {
+				done = start + fw.cas.fsyncDelay()
+				for i := range rd.Writes {
+					n.markDirty(int(rd.Writes[i].Partition) - 1)
+				}
+			}
+			n.diskFree = done
+			n.inflight = append(n.inflight, rd)
+			fw.e.w.Sched.At(done, NoNode, n, n.inc<<8|foEvDisk)
+		}
+		if len(n.dirty) > 0 {
+			busy = true
+			n.flushStatus()
+		}
+		if n.fed {
+			n.fed = false
+			n.mgr.Tick(n.local())
+		}
+		rd := n.mgr.Ready()
+		if len(rd.Heartbeats)+len(rd.Proposals)+len(rd.Actions) > 0 {
+			busy = true
+		}
+		for _, hb := range rd.Heartbeats {
+			fw.ctl.Send(n.idx, int32(hb.To-1), foCtl{hb: hb})
+		}
+		for _, p := range rd.Proposals {
+			n.propose(p)
+		}
+		for _, pa := range rd.Actions {
+			n.act(pa)
+		}
+		if !busy {
+			break
+		}
+	}
+	if l := n.mgr.Liveness().LeaseUntil(); l != n.lease {
+		// One lease per node, handed to every replica when it changes:
+		// never a per-partition, per-tick cost.
+		n.lease = l
+		n.host.SetLeaseAll(l)
+	}
+	w := fw.e.w
+	if d, ok := n.host.NextDeadline(); ok {
+		n.hostEv = w.Sched.Reschedule(n.hostEv, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvHostTick)
+	}
+	if d := n.mgr.NextDeadline(); d > 0 && d < time.Duration(1<<62) {
+		n.mgrEv = w.Sched.Reschedule(n.mgrEv, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvMgrTick)
+	}
+}
+
+// flushStatus feeds the manager the status of every replica that changed.
+func (n *foNode) flushStatus() {
+	dirty := n.dirty
+	n.dirty = nil
+	now := n.local()
+	for _, i := range dirty {
+		delete(n.isDirty, i)
+		p := &n.fw.parts[i]
+		pr, err := n.host.Progress(p.id)
+		if err != nil {
+			continue
+		}
+		st := failover.ReplicaStatus{
+			Epoch: failover.Epoch(pr.Epoch), LastLSN: failover.LSN(pr.LastLSN), CommitLSN: failover.LSN(pr.CommitLSN),
+			WriteRegion: pr.Role != partition.RoleFollower && pr.WriteRegion == n.region,
+			Fenced:      pr.Role == partition.RolePaused,
+			WriteQuorum: pr.Quorum.Members,
+		}
+		if st.WriteRegion {
+			for _, f := range pr.Followers {
+				// A follower is in sync when it holds everything the write
+				// region assigned: adding it to the write quorum then
+				// loses nothing committed.
+				st.Followers = append(st.Followers, failover.FollowerStatus{Region: f.Region, MatchLSN: failover.LSN(f.Match), InSync: f.Match >= pr.LastLSN && !f.Snapshot})
+			}
+		}
+		if r := &n.fw.reg[i]; r.have && st.Epoch > r.state.Epoch {
+			// The data plane heard of a newer epoch than this node's
+			// manager: read the register back.
+			n.submit(i, foTagRead, caspaxos.Read())
+		}
+		n.mgr.UpdateReplica(now, p.name, st)
+		n.fed = true
+	}
+}
+
+// propose turns a manager proposal into a CAS on the register.
+func (n *foNode) propose(p failover.Proposal) {
+	fw := n.fw
+	i := fw.partIndex(p.Partition)
+	if i < 0 {
+		return
+	}
+	data, err := failover.Encode(nil, p.Next)
+	if err != nil {
+		fw.e.viol.add(fw.now(), ViolationProtocol, "encode %s: %v", p.Partition, err)
+		n.mgr.CASDone(n.local(), p.Partition, false, err)
+		return
+	}
+	fw.m.proposal(fw, i, p, fw.now())
+	n.inflightCAS[i] = p
+	n.submit(i, foTagCAS, caspaxos.CAS(p.Version, data))
+}
+
+// act carries out a manager's local actions on the partition replica.
+func (n *foNode) act(pa failover.PartitionActions) {
+	fw := n.fw
+	i := fw.partIndex(pa.Partition)
+	if i < 0 {
+		return
+	}
+	id := fw.parts[i].id
+	now := n.local()
+	for _, a := range pa.Actions {
+		var err error
+		e := partition.Epoch(a.Epoch)
+		switch a.Kind {
+		case failover.ActPromote:
+			fw.recordPromote(i, a.Epoch, n.region, fw.now())
+			err = n.host.Promote(now, id, e, partition.LSN(a.AfterLSN), a.WriteQuorum, 0)
+			if err == nil {
+				fw.m.promoted(fw, i, fw.now())
+			}
+		case failover.ActFence:
+			err = n.host.Fence(now, id, e, a.WriteRegion, 0)
+		case failover.ActFollow:
+			err = n.host.Fence(now, id, e, a.WriteRegion, 0)
+			if err == nil && a.TruncateSet {
+				err = n.host.Truncate(now, id, partition.LSN(a.TruncateAfter), 0)
+				if err == nil {
+					fw.m.falseProgress += a.Divergence.FalseProgressOps
+				}
+			}
+		case failover.ActSetWriteQuorum:
+			err = n.host.SetWriteQuorum(now, id, a.WriteQuorum, 0)
+		case failover.ActUnfence:
+			err = errors.New("unfence has no partition.Host operation")
+		}
+		if err != nil {
+			fw.m.actionErrors++
+			if fw.m.firstActionErr == "" {
+				fw.m.firstActionErr = fmt.Sprintf("node %d %s %v: %v", n.idx, pa.Partition, a.Kind, err)
+			}
+			return
+		}
+	}
+	n.markDirty(i)
+}
+
+// completeDisk makes the oldest in-flight Ready durable and acts on it.
+func (n *foNode) completeDisk() {
+	if len(n.inflight) == 0 {
+		return
+	}
+	fw := n.fw
+	rd := n.inflight[0]
+	n.inflight[0] = partition.Ready{}
+	n.inflight = n.inflight[1:]
+	if len(rd.Writes) > 0 {
+		if err := n.store.Commit(rd.Writes); err != nil {
+			fw.e.viol.add(fw.now(), ViolationInvariant, "node %d commit: %v", n.idx, err)
+			return
+		}
+	}
+	replies, fetched := partition.ExecReads(n.store, &rd)
+	now := n.local()
+	n.host.Advance(&rd)
+	for i := range fetched {
+		n.host.StepFetch(now, &fetched[i])
+	}
+	fw.deliverReplies(n, replies)
+	fw.deliverReplies(n, rd.Done)
+	for i := range rd.Messages {
+		m := rd.Messages[i]
+		to, ok := fw.nodeFor(int(m.Partition)-1, m.To)
+		if !ok {
+			continue
+		}
+		fw.m.dataSent(fw, to, &m)
+		fw.data.Send(n.idx, to, m)
+	}
+}
+
+// partIndex maps a register key back to the partition's index.
+func (fw *foWorld) partIndex(name string) int {
+	var id uint64
+	if _, err := fmt.Sscanf(name, "p/%d", &id); err != nil || id < 1 || id > uint64(len(fw.parts)) {
+		return -1
+	}
+	return int(id - 1)
+}

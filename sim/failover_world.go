@@ -1,0 +1,518 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/fmnode/fmnode/caspaxos"
+	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// foSpec shapes a failover world: how many regions, nodes and partitions,
+// which timing profile, and the client load.
+type foSpec struct {
+	regions        int // from DefaultWAN, at most 3
+	nodesPerRegion int
+	partitions     int
+	profile        failover.Config
+	// writeShare is the share of partitions whose write region is each
+	// region (the first region gets the most: it is the one the drill
+	// powers off).
+	writeShare    []float64
+	minDurability int
+	// clientsPerPartition closed-loop clients per partition, each in
+	// another region; think is the pause between two operations.
+	clientsPerPartition int
+	thinkMin, thinkMax  time.Duration
+	readFraction        float64
+	maxHistory          int
+}
+
+// Bounds of a failover world.
+const (
+	foMaxPartitions = 200000
+	// foPumpRounds bounds one node's driver loop: the cores converge in a
+	// few rounds; more means a core keeps asking for the same thing.
+	foPumpRounds = 64
+	// foRetryDelay is how long a client waits after a redirect or a
+	// failed attempt; foRequestTimeout is how long it waits for a reply.
+	foRetryDelay     = 200 * time.Millisecond
+	foRequestTimeout = 2 * time.Second
+	foMaxAttempts    = 200
+)
+
+// Tags of the register operations a node submits to its proposer.
+const (
+	foTagInit uint64 = iota
+	foTagCAS
+	foTagRead
+	foTagKinds
+)
+
+// foWorld is the failover system on a simulated world: per node a CASPaxos
+// acceptor and proposer (the sim Cluster), a failover.Manager and a
+// partition.Host; per partition closed-loop clients. The simulator only
+// carries messages, time and disk between the real cores.
+type foWorld struct {
+	e       *env
+	spec    foSpec
+	regions []quorum.Region
+	cas     *Cluster
+	ctl     *Network[foCtl]
+	data    *Network[partition.Message]
+	nodes   []*foNode
+	parts   []foPart
+	clients []*foClient
+	rng     *rand.Rand
+
+	// reg is the newest committed register value of each partition seen
+	// anywhere (results and reads are committed values).
+	reg []foReg
+	// promoted records which region was promoted at each (partition,
+	// epoch): a second region is a violation.
+	promoted map[foEpochKey]quorum.Region
+	m        foMetrics
+
+	// testDoublePromote is a test hook: the first promotion also records
+	// a second region at the same epoch, so the checker must fire.
+	testDoublePromote bool
+	clientsOn         bool
+}
+
+type foEpochKey struct {
+	part  int
+	epoch failover.Epoch
+}
+
+// foPart is one partition: its id, register key and placement.
+type foPart struct {
+	id        partition.ID
+	name      string
+	replicas  []failover.RegionNode
+	initial   quorum.Region
+	nodeOfReg []int32 // region index -> node hosting the replica
+	init      []byte
+}
+
+type foReg struct {
+	version uint64
+	state   failover.State
+	have    bool
+}
+
+// foCtl is the control-plane message between nodes: a liveness
+// heartbeat, or a committed register value the proposing node shares
+// ("learn") so that every node's manager sees it without a register write.
+type foCtl struct {
+	hb      failover.Heartbeat
+	isLearn bool
+	part    int32
+	version uint64
+	data    []byte
+}
+
+func summarizeFoCtl(t *Trace, m *foCtl) {
+	if m.isLearn {
+		t.Byte(1)
+		t.U64(uint64(m.part))
+		t.U64(m.version)
+		return
+	}
+	t.Byte(2)
+	t.Byte(byte(m.hb.Kind))
+	t.U64(uint64(m.hb.From))
+	t.U64(uint64(m.hb.To))
+	t.U64(m.hb.Seq)
+	t.U64(m.hb.ViewSeq)
+}
+
+func summarizePartMsg(t *Trace, m *partition.Message) {
+	t.Byte(byte(m.Type))
+	t.U64(uint64(m.Partition))
+	t.U64(uint64(m.Epoch))
+	t.Str(string(m.From))
+	t.Str(string(m.To))
+	t.U64(uint64(m.Prev))
+	t.U64(uint64(len(m.Entries)))
+	t.U64(uint64(m.Commit))
+	t.U64(uint64(m.Match))
+}
+
+func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
+	if spec.partitions < 1 || spec.partitions > foMaxPartitions {
+		return nil, fmt.Errorf("%w: %d partitions (1..%d)", ErrConfig, spec.partitions, foMaxPartitions)
+	}
+	topo := DefaultWAN()
+	if spec.regions < 2 || spec.regions > len(topo.Regions) {
+		return nil, fmt.Errorf("%w: %d regions (2..%d)", ErrConfig, spec.regions, len(topo.Regions))
+	}
+	topo.Regions = topo.Regions[:spec.regions]
+	topo.RTT = topo.RTT[:spec.regions]
+	for i := range topo.RTT {
+		topo.RTT[i] = topo.RTT[i][:spec.regions]
+	}
+	if spec.nodesPerRegion < 1 {
+		spec.nodesPerRegion = 1
+	}
+	if err := spec.profile.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	nodeRegion := make([]int, 0, spec.regions*spec.nodesPerRegion)
+	for j := 0; j < spec.nodesPerRegion; j++ {
+		for r := 0; r < spec.regions; r++ {
+			nodeRegion = append(nodeRegion, r) // node i is in region i % regions
+		}
+	}
+	// No nemesis: a failover scenario scripts its faults (clock drift
+	// stays within the profile's bound, which the leases allow for).
+	cfg.Faults = FaultsNone
+	e, err := newEnv(cfg, envSpec{topo: topo, nodeRegion: nodeRegion, maxHistory: spec.maxHistory, crashable: []int32{}})
+	if err != nil {
+		return nil, err
+	}
+	fw := &foWorld{e: e, spec: spec, promoted: make(map[foEpochKey]quorum.Region), rng: NewRand(cfg.Seed, StreamScenario)}
+	for _, r := range topo.Regions {
+		fw.regions = append(fw.regions, quorum.Region(r))
+	}
+	// One acceptor and one proposer per node: the register's quorum spans
+	// the regions, so no single region decides a failover.
+	cas, err := newCluster(e.w, ClusterConfig{
+		Acceptors: len(nodeRegion), Proposers: len(nodeRegion),
+		Proposer: caspaxos.DefaultProposerConfig(1, quorum.Config{}),
+		FsyncMin: 200 * time.Microsecond, FsyncMax: 2 * time.Millisecond,
+	}, &e.viol)
+	if err != nil {
+		return nil, err
+	}
+	fw.cas = cas
+	fw.ctl = NewNetwork[foCtl](e.w, foCtlRcv{fw}, 1<<20, summarizeFoCtl)
+	fw.data = NewNetwork[partition.Message](e.w, foDataRcv{fw}, 1<<22, summarizePartMsg)
+	if err := fw.placePartitions(); err != nil {
+		return nil, err
+	}
+	fw.reg = make([]foReg, len(fw.parts))
+	fw.m.init(len(fw.parts))
+	var fnodes []failover.Node
+	for i, r := range nodeRegion {
+		fnodes = append(fnodes, failover.Node{ID: failover.NodeID(i + 1), Region: fw.regions[r]})
+	}
+	for i, r := range nodeRegion {
+		n := &foNode{fw: fw, idx: int32(i), region: fw.regions[r], fnodes: fnodes, store: partition.NewMemStore()}
+		n.inflightCAS = make(map[int]failover.Proposal)
+		fw.nodes = append(fw.nodes, n)
+		if err := n.boot(true); err != nil {
+			return nil, err
+		}
+		e.w.Attach(int32(i), n)
+	}
+	fw.makeClients()
+	return fw, nil
+}
+
+// placePartitions draws each partition's write region by the shares and
+// spreads its replicas over the nodes of every region.
+func (fw *foWorld) placePartitions() error {
+	nr := len(fw.regions)
+	for i := 0; i < fw.spec.partitions; i++ {
+		id := partition.ID(i + 1)
+		x := fw.rng.Float64()
+		w := nr - 1
+		acc := 0.0
+		for r, s := range fw.spec.writeShare {
+			acc += s
+			if x < acc && r < nr {
+				w = r
+				break
+			}
+		}
+		p := foPart{id: id, name: partition.RegisterKey(id), initial: fw.regions[w], nodeOfReg: make([]int32, nr)}
+		slot := i % fw.spec.nodesPerRegion
+		for r := 0; r < nr; r++ {
+			node := int32(slot*nr + r)
+			p.nodeOfReg[r] = node
+			p.replicas = append(p.replicas, failover.RegionNode{Region: fw.regions[r], Node: failover.NodeID(node + 1)})
+		}
+		prio := []quorum.Region{fw.regions[w]}
+		for r := 0; r < nr; r++ {
+			if r != w {
+				prio = append(prio, fw.regions[r])
+			}
+		}
+		st, err := failover.NewState(p.name, fw.regions[w], prio, failover.Strong, fw.spec.minDurability)
+		if err != nil {
+			return fmt.Errorf("sim: partition %d: %w", id, err)
+		}
+		if p.init, err = failover.Encode(nil, st); err != nil {
+			return fmt.Errorf("sim: partition %d: %w", id, err)
+		}
+		fw.parts = append(fw.parts, p)
+	}
+	return nil
+}
+
+func (fw *foWorld) regionIndex(r quorum.Region) int {
+	for i, x := range fw.regions {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// nodeFor returns the node hosting partition i's replica in region r.
+func (fw *foWorld) nodeFor(i int, r quorum.Region) (int32, bool) {
+	ri := fw.regionIndex(r)
+	if ri < 0 {
+		return 0, false
+	}
+	return fw.parts[i].nodeOfReg[ri], true
+}
+
+func (fw *foWorld) now() time.Duration { return fw.e.w.Now() }
+
+// initRegisters writes every partition's initial state once (InitIfAbsent)
+// and waits until all are committed and known to every manager.
+func (fw *foWorld) initRegisters(bound time.Duration) bool {
+	n0 := fw.nodes[0]
+	for i := range fw.parts {
+		n0.submit(i, foTagInit, caspaxos.InitIfAbsent(fw.parts[i].init))
+	}
+	return fw.e.runUntil(fw.now()+bound, func() bool {
+		for i := range fw.reg {
+			if !fw.reg[i].have {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// learned records a committed register value: the global checks (epochs
+// only grow; a write region changes only with the epoch) and the metrics.
+func (fw *foWorld) learned(i int, version uint64, s failover.State, byCAS bool, at time.Duration) {
+	r := &fw.reg[i]
+	if r.have && version <= r.version {
+		if version == r.version && (s.Epoch != r.state.Epoch || s.WriteRegion != r.state.WriteRegion) {
+			fw.e.viol.add(at, ViolationInvariant, "partition %s version %d seen with two states (epoch %d/%s vs %d/%s)",
+				fw.parts[i].name, version, s.Epoch, s.WriteRegion, r.state.Epoch, r.state.WriteRegion)
+		}
+		return
+	}
+	if r.have {
+		if s.Epoch < r.state.Epoch {
+			fw.e.viol.add(at, ViolationInvariant, "partition %s epoch went back from %d to %d at version %d", fw.parts[i].name, r.state.Epoch, s.Epoch, version)
+		}
+		if s.Epoch == r.state.Epoch && s.WriteRegion != r.state.WriteRegion {
+			fw.e.viol.add(at, ViolationInvariant, "partition %s: two write regions %s and %s in epoch %d", fw.parts[i].name, r.state.WriteRegion, s.WriteRegion, s.Epoch)
+		}
+	}
+	old := *r
+	r.have, r.version, r.state = true, version, s
+	if byCAS && old.have {
+		fw.m.registerWrite(fw, i, old.state, s, at)
+	}
+}
+
+// recordPromote is the one-writer-per-epoch check, run on every promotion
+// a node executes.
+func (fw *foWorld) recordPromote(i int, e failover.Epoch, r quorum.Region, at time.Duration) {
+	k := foEpochKey{part: i, epoch: e}
+	if prev, ok := fw.promoted[k]; ok && prev != r {
+		fw.e.viol.add(at, ViolationInvariant, "partition %s epoch %d promoted in two regions: %s and %s", fw.parts[i].name, e, prev, r)
+		return
+	}
+	fw.promoted[k] = r
+	if fw.testDoublePromote {
+		fw.testDoublePromote = false
+		other := fw.regions[(fw.regionIndex(r)+1)%len(fw.regions)]
+		fw.recordPromote(i, e, other, at)
+	}
+}
+
+// foCtlRcv delivers control messages to node managers.
+type foCtlRcv struct{ fw *foWorld }
+
+func (r foCtlRcv) Deliver(now time.Duration, from, to int32, m foCtl) {
+	n := r.fw.nodes[to]
+	if n.mgr == nil {
+		return
+	}
+	local := r.fw.e.w.Local(to)
+	if m.isLearn {
+		s, err := failover.Decode(m.data)
+		if err != nil {
+			r.fw.e.viol.add(now, ViolationProtocol, "learn of %d: %v", m.part, err)
+			return
+		}
+		n.mgr.ObserveState(local, r.fw.parts[m.part].name, m.version, s)
+		n.fed = true
+	} else if err := n.mgr.StepHeartbeat(local, m.hb); err != nil {
+		r.fw.e.viol.add(now, ViolationProtocol, "node %d heartbeat: %v", to, err)
+	}
+	n.fed = true
+	n.pump()
+}
+
+// foDataRcv delivers replication messages to node hosts.
+type foDataRcv struct{ fw *foWorld }
+
+func (r foDataRcv) Deliver(now time.Duration, from, to int32, m partition.Message) {
+	n := r.fw.nodes[to]
+	if n.host == nil {
+		return
+	}
+	_ = n.host.Step(r.fw.e.w.Local(to), &m) // a refused message is the core's answer, not an error of the run
+	n.markDirty(int(m.Partition) - 1)
+	n.pump()
+}
+
+// checkHosts folds every live host's own invariant check into the run.
+func (fw *foWorld) checkHosts() {
+	for _, n := range fw.nodes {
+		if n.host != nil {
+			if err := n.host.Violation(); err != nil {
+				fw.e.viol.add(fw.now(), ViolationInvariant, "node %d: %v", n.idx, err)
+			}
+		}
+	}
+}
+
+// converged reports that every partition's register has every replica
+// back in the write quorum at a stable epoch and every replica follows it
+// with nothing left to replicate.
+func (fw *foWorld) converged() bool {
+	for i := range fw.parts {
+		if !fw.partConverged(i) {
+			return false
+		}
+	}
+	return true
+}
+
+func (fw *foWorld) partConverged(i int) bool {
+	r := &fw.reg[i]
+	if !r.have || r.state.Phase != failover.PhaseSteady || len(r.state.WriteQuorum.Members) != len(r.state.WriteQuorum.Replicas) {
+		return false
+	}
+	var lead partition.Progress
+	for _, rn := range fw.parts[i].replicas {
+		n := fw.nodes[rn.Node-1]
+		if n.host == nil {
+			return false
+		}
+		pr, err := n.host.Progress(fw.parts[i].id)
+		if err != nil || failover.Epoch(pr.Epoch) != r.state.Epoch {
+			return false
+		}
+		if rn.Region == r.state.WriteRegion {
+			if pr.Role != partition.RoleLeader {
+				return false
+			}
+			lead = pr
+		}
+	}
+	for _, rn := range fw.parts[i].replicas {
+		pr, _ := fw.nodes[rn.Node-1].host.Progress(fw.parts[i].id)
+		if pr.LastLSN != lead.LastLSN || pr.AppliedLSN != lead.CommitLSN || lead.CommitLSN != lead.LastLSN {
+			return false
+		}
+	}
+	return true
+}
+
+// checkLineage verifies that every acknowledged write is in the final
+// lineage of its partition: the write region's epoch history maps its LSN
+// to its epoch and it is committed. It returns the writes lost per
+// partition (the RPO in operations).
+func (fw *foWorld) checkLineage() []int {
+	lost := make([]int, len(fw.parts))
+	for i := range fw.parts {
+		r := &fw.reg[i]
+		node, ok := fw.nodeFor(i, r.state.WriteRegion)
+		if !ok || fw.nodes[node].host == nil {
+			continue
+		}
+		pr, err := fw.nodes[node].host.Progress(fw.parts[i].id)
+		if err != nil {
+			continue
+		}
+		for _, a := range fw.m.acks[i] {
+			if a.LSN > pr.CommitLSN || epochOf(pr.History, a.LSN) != a.Epoch {
+				lost[i]++
+			}
+		}
+		if lost[i] > 0 {
+			fw.e.viol.add(fw.now(), ViolationInvariant, "partition %s lost %d acknowledged strong writes", fw.parts[i].name, lost[i])
+		}
+	}
+	return lost
+}
+
+// epochOf maps an LSN to the epoch that wrote it in a replica's history.
+func epochOf(h []partition.EpochRange, lsn partition.LSN) partition.Epoch {
+	var e partition.Epoch
+	for _, row := range h {
+		if lsn > row.After {
+			e = row.Epoch
+		}
+	}
+	return e
+}
+
+// checkConvergence compares the applied state of every replica.
+func (fw *foWorld) checkConvergence() {
+	for i := range fw.parts {
+		var ref map[string]string
+		for _, rn := range fw.parts[i].replicas {
+			st := fw.nodes[rn.Node-1].store
+			kv, err := readAllKV(st, fw.parts[i].id)
+			if err != nil {
+				fw.e.viol.add(fw.now(), ViolationConvergence, "partition %s region %s: %v", fw.parts[i].name, rn.Region, err)
+				continue
+			}
+			if ref == nil {
+				ref = kv
+				continue
+			}
+			if !mapsEqual(ref, kv) {
+				fw.e.viol.add(fw.now(), ViolationConvergence, "partition %s: replica %s differs from %s", fw.parts[i].name, rn.Region, fw.parts[i].replicas[0].Region)
+			}
+		}
+	}
+}
+
+func readAllKV(st *partition.MemStore, p partition.ID) (map[string]string, error) {
+	out := map[string]string{}
+	var after []byte
+	for range 1 << 16 {
+		kvs, more, _, err := st.ReadKV(p, after, 1<<20)
+		if err != nil {
+			return nil, fmt.Errorf("sim: read state: %w", err)
+		}
+		for _, kv := range kvs {
+			out[string(kv.Key)] = string(kv.Value)
+		}
+		if !more || len(kvs) == 0 {
+			return out, nil
+		}
+		after = slices.Clone(kvs[len(kvs)-1].Key)
+	}
+	return out, errors.New("sim: state read did not end")
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
