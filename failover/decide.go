@@ -33,6 +33,8 @@ const (
 	// DecidePause / DecideResume: operator maintenance switch.
 	DecidePause
 	DecideResume
+	// DecideReopen: a fenced write region resumes writes at a new epoch.
+	DecideReopen
 )
 
 func (k DecisionKind) String() string {
@@ -57,6 +59,8 @@ func (k DecisionKind) String() string {
 		return "pause"
 	case DecideResume:
 		return "resume"
+	case DecideReopen:
+		return "reopen"
 	}
 	return fmt.Sprintf("DecisionKind(%d)", uint8(k))
 }
@@ -158,6 +162,9 @@ func Decide(cfg Config, s State, ev Evidence) Decision {
 	}
 	if s.Phase == PhaseSwitchover {
 		return decideSwitchover(cfg, s, ev)
+	}
+	if d, ok := decideReopen(cfg, s, ev); ok {
+		return d
 	}
 	if d, ok := decideQuorumChange(cfg, s, ev); ok {
 		return d
@@ -422,11 +429,22 @@ func decideSwitchover(cfg Config, s State, ev Evidence) Decision {
 		next.PhaseSince = ev.Now
 		next.FenceRecorded = false
 		next.SwitchoverLSN = 0
+		if s.FenceRecorded {
+			// The data plane never unpauses a write region within its
+			// epoch: the old write region resumes at the next epoch,
+			// continuing after the LSN it was fenced at.
+			tbl, err := s.Table.Open(s.Epoch+1, string(s.WriteRegion), s.SwitchoverLSN)
+			if err != nil {
+				d.because("cannot reopen %s at epoch %d: %v", s.WriteRegion, s.Epoch+1, err)
+				return d
+			}
+			next.Epoch, next.Table = s.Epoch+1, tbl
+		}
 		lag := "unknown"
 		if s.FenceRecorded && tgt.Reported && s.SwitchoverLSN >= tgt.LastLSN {
 			lag = fmt.Sprintf("%d ops", s.SwitchoverLSN-tgt.LastLSN)
 		}
-		next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideAbortSwitchover, From: s.WriteRegion, To: s.Target,
+		next.record(cfg, Transition{Epoch: next.Epoch, At: ev.Now, Kind: DecideAbortSwitchover, From: s.WriteRegion, To: s.Target,
 			Proposer: ev.Proposer, Reason: fmt.Sprintf("target not caught up within %v (lag %s)", cfg.GracefulTimeout, lag)})
 		d.Kind, d.Next = DecideAbortSwitchover, &next
 		d.because("switchover to %s timed out after %v; unfence %s", s.Target, cfg.GracefulTimeout, s.WriteRegion)
@@ -453,6 +471,35 @@ func decideSwitchover(cfg Config, s State, ev Evidence) Decision {
 		}
 	}
 	return d
+}
+
+// decideReopen resumes writes in a write region that is fenced while the
+// state says it is steady (a switchover aborted before its fence LSN was
+// recorded, or a fence that outlived its switchover): a paused write region
+// resumes only at a new epoch, starting after its own last LSN, which only
+// its own node knows.
+func decideReopen(cfg Config, s State, ev Evidence) (Decision, bool) {
+	var d Decision
+	if ev.Proposer != s.WriteRegion {
+		return d, false
+	}
+	me, ok := ev.Replica(s.WriteRegion)
+	if !ok || !me.Reported || !me.Fenced || me.Epoch != s.Epoch {
+		return d, false
+	}
+	tbl, err := s.Table.Open(s.Epoch+1, string(s.WriteRegion), me.LastLSN)
+	if err != nil {
+		d.because("cannot reopen %s: %v", s.WriteRegion, err)
+		return d, true
+	}
+	next := s.Clone()
+	next.Epoch, next.Table = s.Epoch+1, tbl
+	next.setProgress(RegionProgress{Region: s.WriteRegion, Epoch: next.Epoch, LSN: me.LastLSN})
+	next.record(cfg, Transition{Epoch: next.Epoch, At: ev.Now, Kind: DecideReopen, From: s.WriteRegion, To: s.WriteRegion,
+		Proposer: ev.Proposer, Reason: fmt.Sprintf("resume writes after a fence at LSN %d", me.LastLSN)})
+	d.Kind, d.Next, d.Target = DecideReopen, &next, s.WriteRegion
+	d.because("%s is fenced at epoch %d with no switchover running: reopen at epoch %d", s.WriteRegion, s.Epoch, next.Epoch)
+	return d, true
 }
 
 // decideQuorumChange shrinks the write quorum when a member fails (so

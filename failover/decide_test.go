@@ -250,8 +250,31 @@ func TestSwitchoverAbortsAfterGracefulTimeout(t *testing.T) {
 	require.Equal(t, DecideAbortSwitchover, d.Kind)
 	assert.Equal(t, PhaseSteady, d.Next.Phase)
 	assert.Equal(t, Region("east"), d.Next.WriteRegion)
-	assert.Equal(t, Epoch(1), d.Next.Epoch, "an aborted switchover keeps the epoch")
+	assert.Equal(t, Epoch(1), d.Next.Epoch, "no fence was recorded: the write region never paused")
 	assert.Contains(t, d.Next.History[len(d.Next.History)-1].Reason, "not caught up within 1m0s")
+
+	// With a recorded fence the old write region resumes at a new epoch,
+	// after the LSN it was fenced at.
+	s.FenceRecorded, s.SwitchoverLSN = true, 70
+	d = Decide(cfg, s, healthy(cfg.GracefulTimeout, "north", nil))
+	require.Equal(t, DecideAbortSwitchover, d.Kind)
+	assert.Equal(t, Epoch(2), d.Next.Epoch)
+	assert.Equal(t, Region("east"), d.Next.WriteRegion)
+	assert.Equal(t, LSN(70), d.Next.Table.Current().StartLSN)
+	require.NoError(t, d.Next.Validate())
+}
+
+func TestDecideReopensFencedWriteRegion(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	ev := healthy(time.Minute, "east", map[Region]LSN{"east": 33})
+	ev.Replicas[0].Fenced = true
+	d := Decide(cfg, s, ev)
+	require.Equal(t, DecideReopen, d.Kind)
+	assert.Equal(t, Epoch(2), d.Next.Epoch)
+	assert.Equal(t, LSN(33), d.Next.Table.Current().StartLSN)
+	ev.Proposer = "west"
+	assert.NotEqual(t, DecideReopen, Decide(cfg, s, ev).Kind, "only the fenced region knows its last LSN")
 }
 
 func TestFailbackAfterSustainedHealth(t *testing.T) {

@@ -110,13 +110,11 @@ func (h *mgrHarness) step(d time.Duration) {
 				for _, a := range pa.Actions {
 					switch a.Kind {
 					case ActPromote:
-						st.Epoch, st.WriteRegion, st.WriteQuorum = a.Epoch, true, a.WriteQuorum.Members
+						st.Epoch, st.WriteRegion, st.WriteQuorum, st.Fenced = a.Epoch, true, a.WriteQuorum.Members, false
 					case ActFollow:
-						st.Epoch, st.WriteRegion = a.Epoch, false
+						st.Epoch, st.WriteRegion, st.Fenced = a.Epoch, false, false
 					case ActFence:
 						st.Fenced = true
-					case ActUnfence:
-						st.Fenced = false
 					case ActSetWriteQuorum:
 						st.WriteQuorum = a.WriteQuorum.Members
 					}

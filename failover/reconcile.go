@@ -14,10 +14,10 @@ const (
 	// ActPromote: become write region at Epoch, continuing after AfterLSN,
 	// with WriteQuorum. Ops above AfterLSN are set aside first (Truncate).
 	ActPromote ActionKind = iota + 1
-	// ActFence: stop accepting writes (graceful switchover).
+	// ActFence: stop accepting writes (graceful switchover). A fenced
+	// write region resumes only at a new epoch (Decide's reopen), never by
+	// unpausing within its epoch.
 	ActFence
-	// ActUnfence: accept writes again (switchover aborted).
-	ActUnfence
 	// ActFollow: replicate from WriteRegion at Epoch. If TruncateAfter is
 	// set, ops above it are false progress: move them to the conflict
 	// record, then catch up the delta (or a snapshot if NeedsSnapshot).
@@ -32,8 +32,6 @@ func (k ActionKind) String() string {
 		return "promote"
 	case ActFence:
 		return "fence"
-	case ActUnfence:
-		return "unfence"
 	case ActFollow:
 		return "follow"
 	case ActSetWriteQuorum:
@@ -92,11 +90,8 @@ func Reconcile(s State, local LocalReplica) ([]Action, error) {
 		if !equalRegions(local.WriteQuorum, s.WriteQuorum.Members) {
 			acts = append(acts, Action{Kind: ActSetWriteQuorum, Epoch: s.Epoch, WriteRegion: me, WriteQuorum: s.WriteQuorum})
 		}
-		switch {
-		case s.Phase == PhaseSwitchover && !local.Fenced:
+		if s.Phase == PhaseSwitchover && !local.Fenced {
 			acts = append(acts, Action{Kind: ActFence, Epoch: s.Epoch, WriteRegion: me})
-		case s.Phase == PhaseSteady && local.Fenced:
-			acts = append(acts, Action{Kind: ActUnfence, Epoch: s.Epoch, WriteRegion: me})
 		}
 		return acts, nil
 	}

@@ -378,8 +378,6 @@ func (n *foNode) act(pa failover.PartitionActions) {
 			}
 		case failover.ActSetWriteQuorum:
 			err = n.host.SetWriteQuorum(now, id, a.WriteQuorum, 0)
-		case failover.ActUnfence:
-			err = errors.New("unfence has no partition.Host operation")
 		}
 		if err != nil {
 			fw.m.actionErrors++

