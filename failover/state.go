@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	dataplane "github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/progress"
 	"github.com/fmnode/fmnode/quorum"
 )
@@ -52,40 +53,17 @@ func (p Phase) String() string {
 	return fmt.Sprintf("Phase(%d)", uint8(p))
 }
 
-// Consistency is the partition's consistency level; it decides which
-// regions may be promoted without losing acknowledged writes.
-type Consistency uint8
+// Consistency is the data plane's consistency level of the partition; it
+// decides which regions may be promoted without losing acknowledged writes.
+type Consistency = dataplane.Consistency
 
+// The consistency levels, as the data plane defines them.
 const (
-	Strong Consistency = iota + 1
-	BoundedStaleness
-	Session
-	Eventual
+	Strong           = dataplane.Strong
+	BoundedStaleness = dataplane.BoundedStaleness
+	Session          = dataplane.Session
+	Eventual         = dataplane.Eventual
 )
-
-func (c Consistency) String() string {
-	switch c {
-	case Strong:
-		return "strong"
-	case BoundedStaleness:
-		return "bounded-staleness"
-	case Session:
-		return "session"
-	case Eventual:
-		return "eventual"
-	}
-	return fmt.Sprintf("Consistency(%d)", uint8(c))
-}
-
-// ParseConsistency parses a consistency level name.
-func ParseConsistency(s string) (Consistency, error) {
-	for c := Strong; c <= Eventual; c++ {
-		if c.String() == s {
-			return c, nil
-		}
-	}
-	return 0, fmt.Errorf("%w: unknown consistency %q", ErrInvalidState, s)
-}
 
 // RegionProgress is a region's position as last recorded in the register
 // (at a transition; steady-state progress is never written).
