@@ -267,9 +267,11 @@ func syncDir(dir string) error {
 func openDB(path string, opts Options) (db *bbolt.DB, err error) {
 	defer faultsPanic()()
 	defer guard(&err, path, "open")
-	// The freelist is rebuilt from the pages at open instead of being
-	// written on every commit: fewer page writes per group commit.
-	db, err = bbolt.Open(path, fileMode, &bbolt.Options{Timeout: opts.LockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	// The freelist stays synced: with NoFreelistSync bbolt rebuilds it at
+	// open by walking every page in a background goroutine that panics on
+	// a damaged page, which the crash tests showed, and a panic there
+	// cannot be turned into an error naming the file.
+	db, err = bbolt.Open(path, fileMode, &bbolt.Options{Timeout: opts.LockTimeout})
 	if err == nil {
 		return db, nil
 	}
