@@ -69,6 +69,14 @@ type Config struct {
 	// CommitTimeout: a write not committed this long gets ErrUnknownOutcome
 	// (the op stays in the log and may still commit).
 	CommitTimeout time.Duration
+	// LeaseGatesWrites: the write region refuses new writes, and answers
+	// committed ones with an unknown outcome instead of an acknowledgement,
+	// once its lease (SetLease) has lapsed. Another region may take over
+	// after the lease plus the drift bound, starting from what the write
+	// quorum held then, so an acknowledgement after the lease could name a
+	// write the new lineage never had. The failover drivers turn it on;
+	// harnesses without leases leave it off.
+	LeaseGatesWrites bool
 
 	// SnapshotChunkBytes bounds one snapshot chunk.
 	SnapshotChunkBytes int

@@ -56,6 +56,7 @@ type HostStats struct {
 	Retransmits      uint64 // follower windows reset by the retransmit timer
 	Mismatches       uint64 // append responses reporting a log mismatch
 	Heartbeats       uint64 // appends sent without ops by the timer
+	AcksWithheld     uint64 // write acks turned into unknown outcomes: the lease had lapsed
 }
 
 // Ready is what a Host hands its driver. See Host for the contract.
@@ -447,12 +448,36 @@ func (h *Host) Ready(now time.Duration) Ready {
 			rd.Token, rd.Epoch = r.position(), r.epoch
 		}
 	}
+	if h.cfg.LeaseGatesWrites {
+		h.withholdAcksWithoutLease(now)
+	}
 	rd := h.rd
 	h.rd = Ready{}
 	h.stats.Readys++
 	h.stats.Writes += uint64(len(rd.Writes))
 	h.stats.Messages += uint64(len(rd.Messages))
 	return rd
+}
+
+// withholdAcksWithoutLease turns write acknowledgements of a write region
+// whose lease has lapsed into unknown outcomes: the write is durable in the
+// write quorum, but a takeover that began after the lease may start its
+// lineage before it. The drift bound the takeover waits on top of the lease
+// covers the fsync between this check and the reply leaving.
+func (h *Host) withholdAcksWithoutLease(now time.Duration) {
+	for i := range h.rd.Replies {
+		rp := &h.rd.Replies[i]
+		if rp.Kind != ReplyWrite || rp.Err != nil {
+			continue
+		}
+		r, ok := h.reps[rp.Partition]
+		if !ok || now < r.leaseUntil {
+			continue
+		}
+		rp.Err = fmt.Errorf("%w: %w", ErrLeaseExpired, r.unknownOutcome(rp.Token.LSN))
+		rp.Token = Token{}
+		h.stats.AcksWithheld++
+	}
 }
 
 // Advance tells the host that rd's writes are durable.

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -155,6 +156,11 @@ func (r *Replica) clientWrite(now time.Duration, req *WriteRequest) {
 	}
 	if err := r.redirect(req.Epoch); err != nil {
 		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref, Err: err})
+		return
+	}
+	if r.h.cfg.LeaseGatesWrites && now >= r.leaseUntil {
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref,
+			Err: fmt.Errorf("partition %d region %s: lease ended at %v, now %v: %w", r.id, r.region(), r.leaseUntil, now, ErrLeaseExpired)})
 		return
 	}
 	l := r.leader
