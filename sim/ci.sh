@@ -36,6 +36,17 @@ echo "== fmnode sim --scenario region-outage (small, fast and paper profiles)"
 "$bin" sim --scenario region-outage --seeds 1..4 --partitions 60 --profile fast --outage 2m --duration 2m --out "$out" | tail -n 3
 "$bin" sim --scenario region-outage --seeds 1..2 --partitions 60 --profile paper --outage 3m --duration 3m --out "$out" | tail -n 3
 
+# The other fault scripts (issue 5), small and fast: one node of a region
+# (only its partitions move), the write region cut off from the others
+# but not from its clients (no acknowledgement after its lease), two
+# regions and a witness (RPO 0), and several minutes of flapping links
+# (failovers per partition within the hysteresis bound).
+echo "== fmnode sim: node-failure, write-region-isolated, two-region, flapping (small, fast profile)"
+for sc in node-failure write-region-isolated two-region; do
+	"$bin" sim --scenario "$sc" --seeds 1..2 --partitions 60 --profile fast --outage 2m --duration 2m --out "$out" | tail -n 1
+done
+"$bin" sim --scenario flapping --seeds 1..2 --partitions 40 --profile fast --outage 5m --duration 2m --out "$out" | tail -n 1
+
 echo "== determinism: 10 seeds again, same trace hashes"
 {
 	"$bin" sim --scenario register --faults swarm --seeds 1..4

@@ -34,10 +34,14 @@ type foNode struct {
 	store *partition.MemStore
 
 	diskFree time.Duration
-	inflight []partition.Ready
-	hostEv   EventID
-	mgrEv    EventID
-	lease    time.Duration
+	// batchStart and batchDone: the last fsync queued (group commit).
+	batchStart, batchDone time.Duration
+	// maxDiskQueue is the longest wait a Ready had for its fsync.
+	maxDiskQueue time.Duration
+	inflight     []partition.Ready
+	hostEv       EventID
+	mgrEv        EventID
+	lease        time.Duration
 
 	dirty   []int
 	isDirty map[int]bool
@@ -62,6 +66,8 @@ func (n *foNode) boot(first bool) error {
 		return fmt.Errorf("sim: node %d manager: %w", n.idx, err)
 	}
 	hcfg := partition.DefaultConfig(n.region, n.inc)
+	// Leases are real here: a write region without one stops acknowledging.
+	hcfg.LeaseGatesWrites = true
 	h, err := partition.NewHost(hcfg)
 	if err != nil {
 		return fmt.Errorf("sim: node %d host: %w", n.idx, err)
@@ -72,6 +78,7 @@ func (n *foNode) boot(first bool) error {
 	n.dirty, n.inflight, n.lease = nil, nil, 0
 	clear(n.inflightCAS)
 	n.diskFree = fw.now()
+	n.batchStart, n.batchDone = 0, 0
 	now := n.local()
 	for i := range fw.parts {
 		p := &fw.parts[i]
@@ -241,15 +248,28 @@ func (n *foNode) pump() {
 			rd := n.host.Ready(n.local())
 			fw.deliverReplies(n, rd.Replies)
 			rd.Replies = nil
-			start := max(fw.now(), n.diskFree)
-			done := start
+			// Group commit: a Ready that comes while an fsync is running
+			// joins the next one, which starts when the running one ends;
+			// only a Ready with nothing queued starts a new fsync. A
+			// separate fsync per Ready let the disk queue grow with the
+			// message rate: under a failover's or a re-sync's load it grew
+			// past the partitions' RetransmitTimeout, every window was
+			// sent again and the retransmissions queued more fsyncs.
+			done := max(fw.now(), n.diskFree)
 			if len(rd.Writes) > 0 {
-				done = start + fw.cas.fsyncDelay()
+				if n.batchDone > fw.now() && n.batchStart > fw.now() {
+					done = n.batchDone // the queued fsync has not started: join it
+				} else {
+					n.batchStart = max(fw.now(), n.diskFree)
+					n.batchDone = n.batchStart + fw.cas.fsyncDelay()
+					done = n.batchDone
+				}
 				for i := range rd.Writes {
 					n.markDirty(int(rd.Writes[i].Partition) - 1)
 				}
 			}
-			n.diskFree = done
+			n.diskFree = max(n.diskFree, done)
+			n.maxDiskQueue = max(n.maxDiskQueue, done-fw.now())
 			n.inflight = append(n.inflight, rd)
 			fw.e.w.Sched.At(done, NoNode, n, n.inc<<8|foEvDisk)
 		}

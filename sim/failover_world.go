@@ -31,6 +31,11 @@ type foSpec struct {
 	thinkMin, thinkMax  time.Duration
 	readFraction        float64
 	maxHistory          int
+	// witness adds one node in the next region of the topology that hosts
+	// an acceptor and a failover manager but no partition replica: it
+	// breaks the tie between two data regions in the register's quorum
+	// and in the liveness votes.
+	witness bool
 }
 
 // Bounds of a failover world.
@@ -148,13 +153,18 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 		return nil, fmt.Errorf("%w: %d partitions (1..%d)", ErrConfig, spec.partitions, foMaxPartitions)
 	}
 	topo := DefaultWAN()
-	if spec.regions < 2 || spec.regions > len(topo.Regions) {
-		return nil, fmt.Errorf("%w: %d regions (2..%d)", ErrConfig, spec.regions, len(topo.Regions))
+	// The witness takes a region of its own after the data regions.
+	topoRegions := spec.regions
+	if spec.witness {
+		topoRegions++
 	}
-	topo.Regions = topo.Regions[:spec.regions]
-	topo.RTT = topo.RTT[:spec.regions]
+	if spec.regions < 2 || topoRegions > len(topo.Regions) {
+		return nil, fmt.Errorf("%w: %d regions (2..%d)", ErrConfig, topoRegions, len(topo.Regions))
+	}
+	topo.Regions = topo.Regions[:topoRegions]
+	topo.RTT = topo.RTT[:topoRegions]
 	for i := range topo.RTT {
-		topo.RTT[i] = topo.RTT[i][:spec.regions]
+		topo.RTT[i] = topo.RTT[i][:topoRegions]
 	}
 	if spec.nodesPerRegion < 1 {
 		spec.nodesPerRegion = 1
@@ -168,6 +178,9 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 			nodeRegion = append(nodeRegion, r) // node i is in region i % regions
 		}
 	}
+	if spec.witness {
+		nodeRegion = append(nodeRegion, spec.regions) // the last node
+	}
 	// No nemesis: a failover scenario scripts its faults (clock drift
 	// stays within the profile's bound, which the leases allow for).
 	cfg.Faults = FaultsNone
@@ -176,7 +189,9 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 		return nil, err
 	}
 	fw := &foWorld{e: e, spec: spec, promoted: make(map[foEpochKey]quorum.Region), rng: NewRand(cfg.Seed, StreamScenario)}
-	for _, r := range topo.Regions {
+	// fw.regions are the data regions only: placement, clients and
+	// redirects never name the witness region.
+	for _, r := range topo.Regions[:spec.regions] {
 		fw.regions = append(fw.regions, quorum.Region(r))
 	}
 	// One acceptor and one proposer per node: the register's quorum spans
@@ -199,10 +214,10 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	fw.m.init(len(fw.parts))
 	var fnodes []failover.Node
 	for i, r := range nodeRegion {
-		fnodes = append(fnodes, failover.Node{ID: failover.NodeID(i + 1), Region: fw.regions[r]})
+		fnodes = append(fnodes, failover.Node{ID: failover.NodeID(i + 1), Region: quorum.Region(topo.Regions[r])})
 	}
 	for i, r := range nodeRegion {
-		n := &foNode{fw: fw, idx: int32(i), region: fw.regions[r], fnodes: fnodes, store: partition.NewMemStore()}
+		n := &foNode{fw: fw, idx: int32(i), region: quorum.Region(topo.Regions[r]), fnodes: fnodes, store: partition.NewMemStore()}
 		n.inflightCAS = make(map[int]failover.Proposal)
 		fw.nodes = append(fw.nodes, n)
 		if err := n.boot(true); err != nil {
@@ -441,8 +456,20 @@ func (fw *foWorld) checkLineage() []int {
 		if err != nil {
 			continue
 		}
+		// A replica's history may not cover its oldest LSNs (it is trimmed
+		// to the log base and to MaxEpochHistory rows, and a snapshot
+		// starts it afresh): such an LSN is read from a replica that holds
+		// the same log (same epoch, last and commit LSN) and still covers it.
+		same := []partition.Progress{pr}
+		for _, rn := range fw.parts[i].replicas {
+			if n := fw.nodes[rn.Node-1]; rn.Region != r.state.WriteRegion && n.host != nil {
+				if o, err := n.host.Progress(fw.parts[i].id); err == nil && o.Epoch == pr.Epoch && o.LastLSN == pr.LastLSN && o.CommitLSN == pr.CommitLSN {
+					same = append(same, o)
+				}
+			}
+		}
 		for _, a := range fw.m.acks[i] {
-			if a.LSN > pr.CommitLSN || epochOf(pr.History, a.LSN) != a.Epoch {
+			if a.LSN > pr.CommitLSN || lineageEpoch(same, a.LSN) != a.Epoch {
 				lost[i]++
 			}
 		}
@@ -451,6 +478,17 @@ func (fw *foWorld) checkLineage() []int {
 		}
 	}
 	return lost
+}
+
+// lineageEpoch is the epoch of an LSN by the first of the replicas whose
+// history covers it (0 if none does: counted lost, never assumed).
+func lineageEpoch(ps []partition.Progress, lsn partition.LSN) partition.Epoch {
+	for _, p := range ps {
+		if len(p.History) > 0 && lsn > p.History[0].After {
+			return epochOf(p.History, lsn)
+		}
+	}
+	return 0
 }
 
 // epochOf maps an LSN to the epoch that wrote it in a replica's history.
