@@ -57,8 +57,8 @@ type Heartbeat struct {
 // lease.
 //
 // Lease: a node may act as write region until sent + LeaseDuration of the
-// newest heartbeat round that a majority of the nodes outside its region
-// acknowledged.
+// newest heartbeat round that enough nodes outside its region acknowledged:
+// obs - (obs/2+1) + 1 of them, the fewest that meet every vote quorum.
 //
 // Failure: a node is declared failed when a majority of the nodes outside
 // its region, spread over a majority of the other regions, suspect it (have
@@ -66,8 +66,9 @@ type Heartbeat struct {
 // VoteFreshness. A view travels in every heartbeat, so votes stay fresh as
 // long as the suspicion lasts.
 //
-// Why this is safe: the lease quorum and the vote quorum are majorities of
-// the same observer set, so they share a node o. o withholds acks from a
+// Why this is safe: the lease quorum and the vote quorum are drawn from the
+// same observer set and their sizes add up to more than it, so they share a
+// node o. o withholds acks from a
 // node for VoteFreshness after the last message in which it suspected it,
 // and a vote is used only within VoteFreshness (less the drift bound) of
 // being sent. So while o's vote counts, o has granted no lease to the
@@ -318,9 +319,15 @@ func (l *Liveness) observers(r Region) int {
 	return n
 }
 
+// leaseAcks is how many observer acks extend a lease: the smallest count
+// that intersects every vote quorum (obs/2+1 of the same observers), like a
+// flexible quorum. With two observers (two regions and a witness) one ack
+// suffices, so the surviving region keeps a lease while the other is down.
+func leaseAcks(obs int) int { return obs - (obs/2 + 1) + 1 }
+
 func (l *Liveness) checkRound(rd *round) {
 	obs := l.observers(l.self.Region)
-	if rd.leased || (obs > 0 && len(rd.acked) < obs/2+1) {
+	if rd.leased || (obs > 0 && len(rd.acked) < leaseAcks(obs)) {
 		return
 	}
 	rd.leased = true

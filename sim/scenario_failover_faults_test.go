@@ -179,12 +179,11 @@ func TestFaultScenariosDeterministic(t *testing.T) {
 // TestTwoRegionSurvivorLease: once the write region of a two-region
 // deployment is gone, the surviving region is the write region and should
 // hold a lease, or it cannot serve strong reads for the whole outage.
-// It does not today: a lease needs acks from a majority of the nodes
-// outside the node's region (failover/liveness.go), that is both the dead
-// region's node and the witness. Writes still work (they are not
-// lease-gated), strong reads fail until the region returns.
+// It did not at first: a lease needed acks from a majority of the nodes
+// outside the node's region, both the dead region's node and the witness.
+// A lease now needs only the fewest acks that meet every vote quorum
+// (failover/liveness.go), here the witness's.
 func TestTwoRegionSurvivorLease(t *testing.T) {
-	t.Skip("core: a two-region survivor never regains its lease (lease quorum obs/2+1 of {dead region, witness}); reported, not fixed here")
 	cfg := Config{Scenario: "two-region", Seed: 1, Partitions: 20, FailoverProfile: "fast"}
 	require.NoError(t, cfg.normalize())
 	prof := failover.FastConfig()
