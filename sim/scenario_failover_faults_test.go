@@ -112,7 +112,7 @@ func TestFlappingBoundedByHysteresis(t *testing.T) {
 	}
 	t.Logf("%d cuts, failovers: %d in all, at most %d per partition (bound %d), register writes %d; %d acknowledged after the lease (%s)",
 		d.flaps, total, most, bound, res.FailoverReport.RegisterWrites, d.lateAcks, d.lateFirst)
-	require.GreaterOrEqual(t, d.flaps, 30, "several minutes of cuts every few seconds")
+	require.GreaterOrEqual(t, d.flaps, 20, "several minutes of cuts every few seconds (2-6 s apart)")
 	require.Positive(t, total, "the flaps do cause failovers")
 	require.LessOrEqual(t, most, bound)
 }
