@@ -409,6 +409,59 @@ func (fw *foWorld) converged() bool {
 	return true
 }
 
+// caughtUpSince reports whether every partition has, at some moment since
+// the caller started asking (the returned closure keeps the marks), been
+// back to a full write quorum with every replica at the register's epoch
+// and holding every committed LSN. Unlike converged it does not need all
+// partitions idle at one instant, which never happens while clients keep
+// writing to thousands of partitions (a strong write is in flight for at
+// least a WAN round trip).
+func (fw *foWorld) caughtUpSince() func() bool {
+	marked := make([]bool, len(fw.parts))
+	left := len(fw.parts)
+	return func() bool {
+		for i := range fw.parts {
+			if !marked[i] && fw.partCaughtUp(i) {
+				marked[i] = true
+				left--
+			}
+		}
+		return left == 0
+	}
+}
+
+func (fw *foWorld) partCaughtUp(i int) bool {
+	r := &fw.reg[i]
+	if !r.have || r.state.Phase != failover.PhaseSteady || len(r.state.WriteQuorum.Members) != len(r.state.WriteQuorum.Replicas) {
+		return false
+	}
+	var prs []partition.Progress
+	var lead partition.Progress
+	for _, rn := range fw.parts[i].replicas {
+		n := fw.nodes[rn.Node-1]
+		if n.host == nil {
+			return false
+		}
+		pr, err := n.host.Progress(fw.parts[i].id)
+		if err != nil || failover.Epoch(pr.Epoch) != r.state.Epoch {
+			return false
+		}
+		if rn.Region == r.state.WriteRegion {
+			if pr.Role != partition.RoleLeader {
+				return false
+			}
+			lead = pr
+		}
+		prs = append(prs, pr)
+	}
+	for _, pr := range prs {
+		if pr.LastLSN < lead.CommitLSN {
+			return false
+		}
+	}
+	return true
+}
+
 func (fw *foWorld) partConverged(i int) bool {
 	r := &fw.reg[i]
 	if !r.have || r.state.Phase != failover.PhaseSteady || len(r.state.WriteQuorum.Members) != len(r.state.WriteQuorum.Replicas) {
