@@ -58,7 +58,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", runtime.NumCPU(), "parallel runs in a sweep (each run is single-threaded)")
 	checkTimeout := fs.Duration("check-timeout", sim.DefaultCheckTimeout, "bound on the linearizability check of one run")
 	verbose := fs.Bool("v", false, "log phase changes to stderr")
-	partitions := fs.Int("partitions", 0, "failover scenarios: partitions (0: region-outage 500, others 60; the paper drill is 4300)")
+	partitions := fs.Int("partitions", 0, "failover scenarios: partitions (0: region-outage 4300, the paper's drill; others 60)")
 	profile := fs.String("profile", "", "failover scenarios: timing profile paper or fast (default paper)")
 	outage := fs.Duration("outage", 0, "failover scenarios: how long the fault lasts (0: region-outage 30m, others 3m)")
 	fs.Usage = func() { simUsage(fs) }
