@@ -47,7 +47,6 @@ func TestBenchCASEndToEnd(t *testing.T) {
 	}
 	tests := map[string]casOptions{
 		"closed loop bbolt": {store: "bbolt", clients: 8},
-		"bbolt sharded":     {store: "bbolt", shards: 4, clients: 8},
 		"open loop memory":  {store: "memory", clients: 4, rate: 500, maxInflight: 16},
 		"two proposers":     {store: "memory", clients: 8, proposers: 2},
 	}
