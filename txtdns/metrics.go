@@ -1,27 +1,10 @@
 package txtdns
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// register registers c with reg (when reg is not nil). A collector already
-// registered (a restarted component on the same registry) is reused.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
-}
+	"github.com/fmnode/fmnode/internal/promreg"
+)
 
 type publisherMetrics struct {
 	routes     [numRouteOutcomes]prometheus.Counter
@@ -33,28 +16,28 @@ type publisherMetrics struct {
 }
 
 func newPublisherMetrics(reg prometheus.Registerer) *publisherMetrics {
-	routes := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	routes := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_txtdns_routes_total",
 		Help: "Partition routes handed to the publisher, by outcome.",
 	}, []string{"outcome"}))
-	regions := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	regions := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_txtdns_region_records_total",
 		Help: "Region records handed to the publisher, by outcome.",
 	}, []string{"outcome"}))
 	m := &publisherMetrics{
-		partitions: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		partitions: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fmnode_txtdns_partitions",
 			Help: "Partitions published.",
 		})),
-		runs: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		runs: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fmnode_txtdns_runs",
 			Help: "Runs (records of consecutive partitions sharing a route) published.",
 		})),
-		serial: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		serial: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fmnode_txtdns_serial",
 			Help: "Zone serial; it changes with every published change.",
 		})),
-		lag: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		lag: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "fmnode_txtdns_publish_lag_seconds",
 			Help:    "From a route's commit to its visibility in DNS answers.",
 			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 18), // 25 us .. 3.3 s
@@ -93,20 +76,20 @@ type serverMetrics struct {
 }
 
 func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
-	q := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	q := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_txtdns_queries_total",
 		Help: "DNS queries answered, by transport and response code.",
 	}, []string{"transport", "rcode"}))
 	m := &serverMetrics{
-		trunc: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		trunc: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_txtdns_truncated_total",
 			Help: "Responses truncated (TC set) to fit the transport.",
 		})),
-		dropped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		dropped: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_txtdns_dropped_total",
 			Help: "Queries dropped unanswered because MaxInFlight were being answered.",
 		})),
-		tcpConns: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		tcpConns: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fmnode_txtdns_tcp_connections",
 			Help: "Open DNS TCP connections.",
 		})),

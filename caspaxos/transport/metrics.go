@@ -1,10 +1,11 @@
 package transport
 
 import (
-	"errors"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fmnode/fmnode/internal/promreg"
 
 	"github.com/fmnode/fmnode/caspaxos"
 )
@@ -23,49 +24,32 @@ type acceptorMetrics struct {
 	connErrors  *prometheus.CounterVec
 }
 
-// register registers c with reg (when reg is not nil). A collector that is
-// already registered (a restarted server on the same registry) is reused.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
-}
-
 func newAcceptorMetrics(reg prometheus.Registerer, id caspaxos.NodeID) *acceptorMetrics {
 	labels := prometheus.Labels{"acceptor": strconv.FormatUint(uint64(id), 10)}
-	msgs := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	msgs := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_acceptor_messages_in_total", Help: "Requests received, by type.", ConstLabels: labels,
 	}, []string{"type"}))
 	m := &acceptorMetrics{
-		itemsIn: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		itemsIn: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_acceptor_items_in_total", Help: "Request items received.", ConstLabels: labels})),
-		messagesOut: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		messagesOut: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_acceptor_messages_out_total", Help: "Replies routed after their batch was durable.", ConstLabels: labels})),
-		dropped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		dropped: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_acceptor_replies_dropped_total", Help: "Replies dropped because their connection was gone or its queue full.", ConstLabels: labels})),
-		batches: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		batches: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_acceptor_batches_total", Help: "Ready groups persisted (one Store.Apply each).", ConstLabels: labels})),
-		fsync: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		fsync: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fmnode_acceptor_apply_seconds", Help: "Store.Apply latency (write and fsync) per group.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 14)})),
-		batchMsgs: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		batchMsgs: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fmnode_acceptor_batch_messages", Help: "Requests stepped per group (group commit factor).", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12)})),
-		batchPuts: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		batchPuts: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fmnode_acceptor_batch_records", Help: "Records written per group.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14)})),
-		conns: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		conns: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fmnode_acceptor_connections", Help: "Open proposer connections.", ConstLabels: labels})),
-		connErrors: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		connErrors: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fmnode_acceptor_connection_errors_total", Help: "Connections closed on an error, by reason.", ConstLabels: labels,
 		}, []string{"reason"})),
 	}
@@ -101,18 +85,18 @@ type proposerMetrics struct {
 
 func newProposerMetrics(reg prometheus.Registerer, id caspaxos.NodeID) *proposerMetrics {
 	labels := prometheus.Labels{"proposer": strconv.FormatUint(uint64(id), 10)}
-	results := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	results := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_proposer_results_total", Help: "Finished proposals by outcome.", ConstLabels: labels,
 	}, []string{"outcome"}))
 	m := &proposerMetrics{
-		latency: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		latency: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fmnode_proposer_latency_seconds", Help: "Proposal latency inside the proposer (all attempts).", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)})),
-		sendErrors: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		sendErrors: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_proposer_send_errors_total", Help: "Messages the transport dropped.", ConstLabels: labels})),
-		messages: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		messages: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_proposer_messages_out_total", Help: "Messages sent to acceptors.", ConstLabels: labels})),
-		items: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		items: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_proposer_items_out_total", Help: "Items sent to acceptors (items per message = batching factor).", ConstLabels: labels})),
 	}
 	for i, name := range outcomeNames() {

@@ -6,22 +6,9 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
-}
+	"github.com/fmnode/fmnode/internal/promreg"
+)
 
 // cache lookup results other than hits (counted apart, see stripedCounter)
 const (
@@ -73,7 +60,7 @@ type clientMetrics struct {
 }
 
 func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
-	lookups := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	lookups := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_routing_cache_lookups_total",
 		Help: "Route cache lookups that were not plain hits, by result (miss, expired, stale_served).",
 	}, []string{"result"}))
@@ -90,37 +77,37 @@ func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
 			}
 		}
 	}
-	resolves := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	resolves := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_routing_resolves_total",
 		Help: "DNS resolutions, by record kind and result.",
 	}, []string{"kind", "result"}))
-	answers := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	answers := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_routing_answers_total",
 		Help: "Partition routes from DNS offered to the cache, by outcome (rejected_older: a stale answer was refused).",
 	}, []string{"outcome"}))
-	redirects := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	redirects := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_routing_redirects_total",
 		Help: "Redirects from the data plane, by cache outcome.",
 	}, []string{"outcome"}))
-	attempts := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	attempts := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_routing_attempts_total",
 		Help: "Operation attempts, by outcome.",
 	}, []string{"outcome"}))
-	transitions := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	transitions := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fmnode_routing_breaker_transitions_total",
 		Help: "Circuit breaker state changes, by new state.",
 	}, []string{"to"}))
-	breakers := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	breakers := promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fmnode_routing_breakers",
 		Help: "Partition-region circuit breakers not closed, by state.",
 	}, []string{"state"}))
 	m := &clientMetrics{
 		hits: hits,
-		retries: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		retries: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_routing_retries_total",
 			Help: "Retries after a failed attempt (each waits a backoff).",
 		})),
-		exhausted: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		exhausted: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_routing_exhausted_total",
 			Help: "Operations that ran out of attempts or redirects.",
 		})),
