@@ -325,20 +325,7 @@ func (n *foNode) flushStatus() {
 		if err != nil {
 			continue
 		}
-		st := failover.ReplicaStatus{
-			Epoch: failover.Epoch(pr.Epoch), LastLSN: failover.LSN(pr.LastLSN), CommitLSN: failover.LSN(pr.CommitLSN),
-			WriteRegion: pr.Role != partition.RoleFollower && pr.WriteRegion == n.region,
-			Fenced:      pr.Role == partition.RolePaused,
-			WriteQuorum: pr.Quorum.Members,
-		}
-		if st.WriteRegion {
-			for _, f := range pr.Followers {
-				// A follower is in sync when it holds everything the write
-				// region assigned: adding it to the write quorum then
-				// loses nothing committed.
-				st.Followers = append(st.Followers, failover.FollowerStatus{Region: f.Region, MatchLSN: failover.LSN(f.Match), InSync: f.Match >= pr.LastLSN && !f.Snapshot})
-			}
-		}
+		st := failover.StatusFromProgress(pr, n.region)
 		if r := &n.fw.reg[i]; r.have && st.Epoch > r.state.Epoch {
 			// The data plane heard of a newer epoch than this node's
 			// manager: read the register back.

@@ -1,0 +1,37 @@
+package failover
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	dataplane "github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/quorum"
+)
+
+func TestStatusFromProgress(t *testing.T) {
+	pr := dataplane.Progress{
+		Epoch: 3, Role: dataplane.RoleLeader, WriteRegion: "east", LastLSN: 10, CommitLSN: 9,
+		Quorum: quorum.WriteQuorum{Members: []Region{"east", "west"}},
+		Followers: []dataplane.FollowerProgress{
+			{Region: "west", Match: 10},
+			{Region: "north", Match: 7},
+			{Region: "south", Match: 10, Snapshot: true},
+		},
+	}
+	st := StatusFromProgress(pr, "east")
+	assert.True(t, st.WriteRegion)
+	assert.False(t, st.Fenced)
+	assert.Equal(t, []FollowerStatus{
+		{Region: "west", MatchLSN: 10, InSync: true},
+		{Region: "north", MatchLSN: 7},
+		{Region: "south", MatchLSN: 10},
+	}, st.Followers, "in sync means every assigned LSN and no snapshot pending")
+
+	pr.Role = dataplane.RolePaused
+	assert.True(t, StatusFromProgress(pr, "east").Fenced)
+	pr.Role, pr.WriteRegion = dataplane.RoleFollower, "west"
+	st = StatusFromProgress(pr, "east")
+	assert.False(t, st.WriteRegion)
+	assert.Empty(t, st.Followers, "only the write region reports followers")
+}
