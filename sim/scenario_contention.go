@@ -37,7 +37,7 @@ func contentionKinds() []caspaxos.BackoffKind {
 func (contentionScenario) Run(cfg Config) (Result, error) {
 	var parts []Result
 	for _, kind := range contentionKinds() {
-		r, err := runContention(cfg, kind)
+		r, err := runContention(cfg, kind, nil)
 		if err != nil {
 			return Result{}, fmt.Errorf("backoff %v: %w", kind, err)
 		}
@@ -46,7 +46,22 @@ func (contentionScenario) Run(cfg Config) (Result, error) {
 	return mergeResults("contention", contentionKinds(), parts), nil
 }
 
-func runContention(cfg Config, kind caspaxos.BackoffKind) (Result, error) {
+// contentionTap sees every CASPaxos message the network delivers, with its
+// delivery time; the NAK diagnosis in the tests uses it.
+type contentionTap func(now time.Duration, m caspaxos.Message)
+
+// tapReceiver shows each delivered message to a tap before the cluster gets it.
+type tapReceiver struct {
+	c   *Cluster
+	tap contentionTap
+}
+
+func (t tapReceiver) Deliver(now time.Duration, from, to int32, m caspaxos.Message) {
+	t.tap(now, m)
+	t.c.Deliver(now, from, to, m)
+}
+
+func runContention(cfg Config, kind caspaxos.BackoffKind, tap contentionTap) (Result, error) {
 	proposers := contentionProposers
 	if cfg.Proposers > 0 {
 		proposers = cfg.Proposers
@@ -72,6 +87,9 @@ func runContention(cfg Config, kind caspaxos.BackoffKind) (Result, error) {
 	}, &e.viol)
 	if err != nil {
 		return Result{}, err
+	}
+	if tap != nil {
+		cl.net = NewNetwork[caspaxos.Message](e.w, tapReceiver{c: cl, tap: tap}, cl.cfg.MaxInFlight, summarizeMessage)
 	}
 	wl := newWorkload(cl, WorkloadConfig{
 		Keys: 1, ClientsPerNode: 1, MaxHistory: 200000,
