@@ -105,6 +105,13 @@ type keyState struct {
 	cacheValue  Value
 	cachedAt    time.Duration
 	lru         *list.Element
+
+	// foreignAt is the start of the latest round of another proposer this
+	// proposer learned of on the key (from the ballots in acceptors'
+	// replies, which start at the clock's milliseconds); foreignSeen says
+	// whether there was one. It predicts whether a cached promise survived.
+	foreignAt   time.Duration
+	foreignSeen bool
 }
 
 // Proposer is the CASPaxos proposer as a pure state machine. Callers
@@ -246,7 +253,7 @@ func (p *Proposer) startRound(now time.Duration, ks *keyState) {
 	ks.acks = ks.acks[:0]
 	ks.rejects = ks.rejects[:0]
 	ks.fast = false
-	if r.kind == kindChange && ks.cacheOK && !p.cfg.DisableFastPath && now-ks.cachedAt <= p.cfg.FastPathTTL {
+	if r.kind == kindChange && p.cacheUsable(now, ks) {
 		// One round trip: a prepare quorum already promised cacheBallot
 		// while holding cacheValue, so phase 1 is done.
 		ks.ballot = ks.cacheBallot
@@ -327,6 +334,46 @@ func (p *Proposer) toAccept(now time.Duration, ks *keyState, cur Value) {
 	}
 }
 
+// cacheUsable reports whether the next round of ks should bet on its
+// cached promise. A promise is overtaken by the next round of any other
+// proposer on the key, and then the bet costs a refused round (a NAK).
+// Foreign rounds arrive at a rate of about one per the quiet time that
+// preceded the cache, so the chance that the cache is stale is about
+// age/quiet; the bet is taken while that is at most FastPathRisk, and
+// never after FastPathTTL.
+func (p *Proposer) cacheUsable(now time.Duration, ks *keyState) bool {
+	if !ks.cacheOK || p.cfg.DisableFastPath {
+		return false
+	}
+	age := now - ks.cachedAt
+	if age > p.cfg.FastPathTTL {
+		return false
+	}
+	if !ks.foreignSeen {
+		return true
+	}
+	quiet := ks.cachedAt - ks.foreignAt
+	return float64(age) <= p.cfg.FastPathRisk*float64(quiet)
+}
+
+// noteForeign records that b, a ballot an acceptor reported for ks, may
+// be another proposer's round. Ballot counters start at the proposer's
+// clock in milliseconds, so the counter dates the round; a date in the
+// future (a clock ahead of ours, or a counter pushed up by refusals) is
+// taken as now.
+func (p *Proposer) noteForeign(now time.Duration, ks *keyState, b Ballot) {
+	if b.IsZero() || b.Proposer == p.cfg.ID {
+		return
+	}
+	at := now
+	if c := b.Counter; c < uint64(max(now, 0)/time.Millisecond) {
+		at = time.Duration(c) * time.Millisecond
+	}
+	if !ks.foreignSeen || ks.foreignAt < at {
+		ks.foreignAt, ks.foreignSeen = at, true
+	}
+}
+
 func (r *request) ownsBallot(b Ballot) bool {
 	for _, m := range r.mutatingBallots {
 		if m == b {
@@ -396,6 +443,7 @@ func (p *Proposer) onReject(now time.Duration, ks *keyState, set quorum.Set, fro
 		return true
 	case RejectConflict:
 		ks.maxSeen = ks.maxSeen.Max(it.Conflict)
+		p.noteForeign(now, ks, it.Conflict)
 	}
 	if !set.CanReach(func(id NodeID) bool { return contains(ks.rejects, id) }) {
 		// The refused round stays a doubt: a minority may have accepted its
@@ -425,6 +473,7 @@ func (p *Proposer) onPrepareReply(now time.Duration, ks *keyState, from NodeID, 
 		ks.bestVal = it.Value
 	}
 	ks.maxSeen = ks.maxSeen.Max(it.Accepted)
+	p.noteForeign(now, ks, it.Accepted)
 	if !set.IsQuorum(func(id NodeID) bool { return contains(ks.acks, id) }) {
 		return
 	}

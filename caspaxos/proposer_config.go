@@ -41,6 +41,12 @@ type ProposerConfig struct {
 	// most likely been overtaken by another proposer, and trying it costs
 	// a refused round.
 	FastPathTTL time.Duration
+	// FastPathRisk bounds the chance of betting on a stale cached promise
+	// when other proposers write the key too: the cache is used only while
+	// its age is at most this fraction of the time the key was quiet (no
+	// round by another proposer) before it was cached. A key no other
+	// proposer was seen on uses the cache up to FastPathTTL.
+	FastPathRisk float64
 
 	// MaxInFlight bounds the keys with an active proposal.
 	MaxInFlight int
@@ -67,6 +73,7 @@ const (
 	DefaultMaxBatchItems  = 512
 	DefaultMaxCachedKeys  = 1 << 20
 	DefaultFastPathTTL    = 5 * time.Second
+	DefaultFastPathRisk   = 0.05
 )
 
 // DefaultProposerConfig returns the paper's defaults for proposer id over q.
@@ -87,6 +94,7 @@ func DefaultProposerConfig(id NodeID, q quorum.Config) ProposerConfig {
 		MaxCachedKeys:  DefaultMaxCachedKeys,
 		MaxValueBytes:  MaxValueBytes,
 		FastPathTTL:    DefaultFastPathTTL,
+		FastPathRisk:   DefaultFastPathRisk,
 	}
 }
 
@@ -119,6 +127,8 @@ func (c ProposerConfig) Validate() error {
 		return configErr("MaxCachedKeys", "must not be negative, got %d", c.MaxCachedKeys)
 	case !c.DisableFastPath && c.FastPathTTL <= 0:
 		return configErr("FastPathTTL", "must be positive with the fast path on, got %v", c.FastPathTTL)
+	case !c.DisableFastPath && !(c.FastPathRisk > 0 && c.FastPathRisk <= 1):
+		return configErr("FastPathRisk", "must be in (0, 1] with the fast path on, got %v", c.FastPathRisk)
 	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValueBytes:
 		return configErr("MaxValueBytes", "must be in [1, %d], got %d", MaxValueBytes, c.MaxValueBytes)
 	}

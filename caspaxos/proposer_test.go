@@ -219,6 +219,7 @@ func TestProposerConfigValidation(t *testing.T) {
 		"MaxBatchItems": func(c *ProposerConfig) { c.MaxBatchItems = 0 },
 		"Quorum":        func(c *ProposerConfig) { c.Quorum = quorum.Config{} },
 		"MaxValueBytes": func(c *ProposerConfig) { c.MaxValueBytes = MaxValueBytes + 1 },
+		"FastPathRisk":  func(c *ProposerConfig) { c.FastPathRisk = 0 },
 	}
 	for field, mutate := range cases {
 		t.Run(field, func(t *testing.T) {
@@ -289,4 +290,41 @@ func TestStaleTimerDoesNotFireForRecreatedKey(t *testing.T) {
 	assert.GreaterOrEqual(t, r.End-r.Start, time.Duration(DefaultMaxAttempts-1)*DefaultPhase1Timeout,
 		"every attempt ran its full phase timeout")
 	assert.Equal(t, uint64(DefaultMaxAttempts), p.Stats().Timeouts)
+}
+
+// The fast path is a bet that no other proposer ran a round on the key
+// since the cache was filled; a lost bet is a NAK. The proposer takes it
+// only while the cache is young compared with how long the key was quiet
+// before (what the acceptors' ballots showed of other proposers).
+func TestProposerBetsOnCacheOnlyWhenOthersAreQuiet(t *testing.T) {
+	sec := time.Second
+	cases := []struct {
+		name string
+		// other: when proposer 2 writes (negative: never); then proposer
+		// 1 writes at first and again at second.
+		other, first, second time.Duration
+		fast                 bool
+	}{
+		{"alone", -1, 0, sec, true},
+		{"alone, cache past the TTL", -1, 0, DefaultFastPathTTL + sec, false},
+		{"other wrote just before", 10 * sec, 10*sec + 100*time.Millisecond, 11 * sec, false},
+		{"other wrote long before", 10 * sec, 110 * sec, 111 * sec, true},
+		{"other wrote long before, cache too old for the quiet", 10 * sec, 30 * sec, 32 * sec, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, 1, 2)
+			if tc.other >= 0 {
+				c.now = tc.other
+				require.NoError(t, c.do(2, "k", Read()).Err)
+			}
+			c.now = tc.first
+			require.NoError(t, c.do(1, "k", Read()).Err)
+			c.now = tc.second
+			r := c.do(1, "k", Read())
+			require.NoError(t, r.Err)
+			assert.Equal(t, tc.fast, r.FastPath)
+			assert.Equal(t, uint64(0), c.proposers[1].Stats().NAKs, "no stale bet, no NAK")
+		})
+	}
 }
