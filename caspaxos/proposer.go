@@ -240,8 +240,38 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 	p.stats.Proposals++
 	ks.cur = r
 	p.active++
-	p.startRound(now, ks)
+	p.begin(now, ks)
 	return nil
+}
+
+// begin starts ks.cur, or waits for the proposer's turn if the key is
+// contended and turns are on.
+func (p *Proposer) begin(now time.Duration, ks *keyState) {
+	if w := p.turnWait(now, ks); w > 0 {
+		ks.phase = phaseBackoff
+		p.setTimer(ks, now+w)
+		return
+	}
+	p.startRound(now, ks)
+}
+
+// turnWait returns how long a new proposal on ks waits for the
+// proposer's turn: zero with turns off, on a key no other proposer was
+// seen on within TurnMemory, or inside the proposer's turn while a round
+// still fits in what is left of it.
+func (p *Proposer) turnWait(now time.Duration, ks *keyState) time.Duration {
+	c := &p.cfg
+	if c.Turns == 0 || !ks.foreignSeen || now-ks.foreignAt > c.TurnMemory || now < 0 {
+		return 0
+	}
+	cycle := time.Duration(c.Turns) * c.TurnLength
+	start := time.Duration(c.TurnIndex) * c.TurnLength
+	off := now % cycle
+	mean, sigma := p.backoff.EMA()
+	if in := off - start; in >= 0 && in < c.TurnLength && in+2*(mean+sigma) <= c.TurnLength {
+		return 0
+	}
+	return (start - off + cycle) % cycle
 }
 
 // startRound begins the next attempt of ks.cur.
@@ -663,7 +693,7 @@ func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, c
 		ks.cur = ks.queue[0]
 		ks.queue[0] = nil
 		ks.queue = ks.queue[1:]
-		p.startRound(now, ks)
+		p.begin(now, ks)
 		return
 	}
 	ks.cur = nil

@@ -48,6 +48,20 @@ type ProposerConfig struct {
 	// proposer was seen on uses the cache up to FastPathTTL.
 	FastPathRisk float64
 
+	// Turns, when positive, makes proposers that contend for a key take
+	// turns instead of colliding: time is cut into a cycle of Turns turns
+	// of TurnLength each (on the clock the driver gives, which must be
+	// comparable across proposers), and a proposer whose key showed a
+	// round of another proposer within the last TurnMemory starts a new
+	// proposal only inside its own turn, TurnIndex, and only while a round
+	// (twice the adaptive EMA + sigma) still fits in it. A proposer alone
+	// on its key never waits. Off (0) by default: waiting for a turn costs
+	// up to Turns*TurnLength of latency on every contended proposal.
+	Turns      int
+	TurnIndex  int
+	TurnLength time.Duration
+	TurnMemory time.Duration
+
 	// MaxInFlight bounds the keys with an active proposal.
 	MaxInFlight int
 	// MaxQueuePerKey bounds proposals waiting behind the active one of a key.
@@ -74,6 +88,10 @@ const (
 	DefaultMaxCachedKeys  = 1 << 20
 	DefaultFastPathTTL    = 5 * time.Second
 	DefaultFastPathRisk   = 0.05
+	DefaultTurnLength     = 250 * time.Millisecond
+	DefaultTurnMemory     = time.Minute
+	// MaxTurns bounds the turn cycle.
+	MaxTurns = 1024
 )
 
 // DefaultProposerConfig returns the paper's defaults for proposer id over q.
@@ -95,6 +113,8 @@ func DefaultProposerConfig(id NodeID, q quorum.Config) ProposerConfig {
 		MaxValueBytes:  MaxValueBytes,
 		FastPathTTL:    DefaultFastPathTTL,
 		FastPathRisk:   DefaultFastPathRisk,
+		TurnLength:     DefaultTurnLength,
+		TurnMemory:     DefaultTurnMemory,
 	}
 }
 
@@ -129,6 +149,14 @@ func (c ProposerConfig) Validate() error {
 		return configErr("FastPathTTL", "must be positive with the fast path on, got %v", c.FastPathTTL)
 	case !c.DisableFastPath && !(c.FastPathRisk > 0 && c.FastPathRisk <= 1):
 		return configErr("FastPathRisk", "must be in (0, 1] with the fast path on, got %v", c.FastPathRisk)
+	case c.Turns < 0 || c.Turns > MaxTurns:
+		return configErr("Turns", "must be in [0, %d], got %d", MaxTurns, c.Turns)
+	case c.Turns > 0 && (c.TurnIndex < 0 || c.TurnIndex >= c.Turns):
+		return configErr("TurnIndex", "must be in [0, Turns=%d), got %d", c.Turns, c.TurnIndex)
+	case c.Turns > 0 && c.TurnLength <= 0:
+		return configErr("TurnLength", "must be positive with turns on, got %v", c.TurnLength)
+	case c.Turns > 0 && c.TurnMemory <= 0:
+		return configErr("TurnMemory", "must be positive with turns on, got %v", c.TurnMemory)
 	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValueBytes:
 		return configErr("MaxValueBytes", "must be in [1, %d], got %d", MaxValueBytes, c.MaxValueBytes)
 	}

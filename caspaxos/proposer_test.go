@@ -220,6 +220,10 @@ func TestProposerConfigValidation(t *testing.T) {
 		"Quorum":        func(c *ProposerConfig) { c.Quorum = quorum.Config{} },
 		"MaxValueBytes": func(c *ProposerConfig) { c.MaxValueBytes = MaxValueBytes + 1 },
 		"FastPathRisk":  func(c *ProposerConfig) { c.FastPathRisk = 0 },
+		"Turns":         func(c *ProposerConfig) { c.Turns = -1 },
+		"TurnIndex":     func(c *ProposerConfig) { c.Turns, c.TurnIndex = 3, 3 },
+		"TurnLength":    func(c *ProposerConfig) { c.Turns, c.TurnLength = 3, 0 },
+		"TurnMemory":    func(c *ProposerConfig) { c.Turns, c.TurnMemory = 3, 0 },
 	}
 	for field, mutate := range cases {
 		t.Run(field, func(t *testing.T) {
@@ -325,6 +329,51 @@ func TestProposerBetsOnCacheOnlyWhenOthersAreQuiet(t *testing.T) {
 			require.NoError(t, r.Err)
 			assert.Equal(t, tc.fast, r.FastPath)
 			assert.Equal(t, uint64(0), c.proposers[1].Stats().NAKs, "no stale bet, no NAK")
+		})
+	}
+}
+
+// With turns on, a proposer that saw another proposer on the key starts a
+// new proposal only inside its own turn; alone, or long after the other
+// proposer, it starts at once. The harness delivers instantly, so a
+// result's End is when its round started.
+func TestProposerTakesTurnsOnContendedKeys(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name   string
+		turns  int
+		other  bool          // proposer 2 writes at 10 s, proposer 1 reads at 10.5 s
+		at     time.Duration // proposer 1 proposes
+		starts time.Duration
+	}{
+		{"turns off", 0, true, 20150 * ms, 20150 * ms},
+		{"alone", 3, false, 20150 * ms, 20150 * ms},
+		{"before its turn", 3, true, 20150 * ms, 20200 * ms},
+		{"inside its turn", 3, true, 20250 * ms, 20250 * ms},
+		{"after its turn", 3, true, 20000 * ms, 20200 * ms},
+		{"other proposer long gone", 3, true, 10500*ms + DefaultTurnMemory + 150*ms, 10500*ms + DefaultTurnMemory + 150*ms},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, 1, 2)
+			cfg := DefaultProposerConfig(1, quorum.MajorityConfig(101, 102, 103))
+			// Cycle of 300 ms; proposer 1's turn is [100, 200) ms of it.
+			cfg.Turns, cfg.TurnIndex, cfg.TurnLength = tc.turns, 1, 100*ms
+			p, err := NewProposer(cfg, rand.New(rand.NewPCG(1, 7)))
+			require.NoError(t, err)
+			c.proposers[1] = p
+			if tc.other {
+				c.now = 10 * time.Second
+				require.NoError(t, c.do(2, "k", Read()).Err)
+				c.now = 10500 * ms
+				require.NoError(t, c.do(1, "k", Read()).Err)
+			}
+			c.now = tc.at
+			r := c.do(1, "k", Read())
+			require.NoError(t, r.Err)
+			assert.Equal(t, tc.at, r.Start)
+			assert.Equal(t, tc.starts, r.End)
+			assert.Equal(t, 1, r.Attempts, "waiting for a turn is not a round")
 		})
 	}
 }

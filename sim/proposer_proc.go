@@ -52,6 +52,9 @@ func (pp *proposerProc) boot() error {
 	cfg := c.cfg.Proposer
 	cfg.ID = pp.id
 	cfg.Quorum = c.quorum
+	if cfg.Turns > 0 {
+		cfg.TurnIndex = pp.slot % cfg.Turns
+	}
 	rng := SubRand(c.w.Seed, StreamProposer, uint64(pp.slot)*proposerIDStride+uint64(pp.inc))
 	p, err := caspaxos.NewProposer(cfg, rng)
 	if err != nil {

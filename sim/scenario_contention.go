@@ -30,20 +30,37 @@ const (
 	contentionJitter    = 0.2
 )
 
-func contentionKinds() []caspaxos.BackoffKind {
-	return []caspaxos.BackoffKind{caspaxos.BackoffNone, caspaxos.BackoffExponential, caspaxos.BackoffAdaptive}
+// contentionVariant is one sub-run of the scenario: a backoff kind, and
+// whether contending proposers take turns (caspaxos.ProposerConfig.Turns).
+type contentionVariant struct {
+	name  string
+	kind  caspaxos.BackoffKind
+	turns bool
+}
+
+// contentionVariants are the sub-runs, printed side by side: the three
+// backoffs as the issue asks, then the adaptive backoff with turns.
+func contentionVariants() []contentionVariant {
+	return []contentionVariant{
+		{"none", caspaxos.BackoffNone, false},
+		{"exponential", caspaxos.BackoffExponential, false},
+		{"adaptive", caspaxos.BackoffAdaptive, false},
+		{"turns", caspaxos.BackoffAdaptive, true},
+	}
 }
 
 func (contentionScenario) Run(cfg Config) (Result, error) {
 	var parts []Result
-	for _, kind := range contentionKinds() {
-		r, err := runContention(cfg, kind, nil)
+	var names []string
+	for _, v := range contentionVariants() {
+		r, err := runContention(cfg, v, nil)
 		if err != nil {
-			return Result{}, fmt.Errorf("backoff %v: %w", kind, err)
+			return Result{}, fmt.Errorf("%s: %w", v.name, err)
 		}
 		parts = append(parts, r)
+		names = append(names, v.name)
 	}
-	return mergeResults("contention", contentionKinds(), parts), nil
+	return mergeResults("contention", names, parts), nil
 }
 
 // contentionTap sees every CASPaxos message the network delivers, with its
@@ -61,7 +78,7 @@ func (t tapReceiver) Deliver(now time.Duration, from, to int32, m caspaxos.Messa
 	t.c.Deliver(now, from, to, m)
 }
 
-func runContention(cfg Config, kind caspaxos.BackoffKind, tap contentionTap) (Result, error) {
+func runContention(cfg Config, v contentionVariant, tap contentionTap) (Result, error) {
 	proposers := contentionProposers
 	if cfg.Proposers > 0 {
 		proposers = cfg.Proposers
@@ -79,7 +96,11 @@ func runContention(cfg Config, kind caspaxos.BackoffKind, tap contentionTap) (Re
 		return Result{}, err
 	}
 	pc := caspaxos.DefaultProposerConfig(1, quorum.Config{})
-	pc.Backoff = kind
+	pc.Backoff = v.kind
+	if v.turns {
+		// One turn per proposer (the cluster gives slot i turn i).
+		pc.Turns = proposers
+	}
 	pc.DisableFastPath = cfg.DisableFastPath
 	cl, err := newCluster(e.w, ClusterConfig{
 		Acceptors: contentionAcceptors, Proposers: proposers, Proposer: pc,
@@ -137,7 +158,7 @@ func (l *latencies) quantile(q float64) float64 {
 // mergeResults folds the sub-runs of one seed into one result: counts add
 // up, the worst verdict wins, violations are labelled with their sub-run,
 // metrics are suffixed with it, and the trace hash covers all sub-runs.
-func mergeResults(scenario string, kinds []caspaxos.BackoffKind, parts []Result) Result {
+func mergeResults(scenario string, names []string, parts []Result) Result {
 	out := parts[0]
 	out.Scenario = scenario
 	out.FaultsInjected = make(map[string]uint64)
@@ -147,7 +168,7 @@ func mergeResults(scenario string, kinds []caspaxos.BackoffKind, parts []Result)
 	out.SimSeconds, out.Events = 0, 0
 	t := NewTrace()
 	for i, p := range parts {
-		name := kinds[i].String()
+		name := names[i]
 		out.SimSeconds += p.SimSeconds
 		out.Events += p.Events
 		for k, v := range p.FaultsInjected {

@@ -210,12 +210,12 @@ func TestContentionNAKsAccountedFor(t *testing.T) {
 		{5 * time.Second, time.Hour},
 	}
 	for _, tc := range cases {
-		for _, kind := range contentionKinds() {
-			t.Run(fmt.Sprintf("%v/%v", tc.interval, kind), func(t *testing.T) {
+		for _, v := range contentionVariants() {
+			t.Run(fmt.Sprintf("%v/%v", tc.interval, v.name), func(t *testing.T) {
 				cfg := Config{Scenario: "contention", Seed: 1, Faults: FaultsNone, Duration: tc.duration, Interval: tc.interval}
 				require.NoError(t, cfg.normalize())
 				d := newNakDiagnosis()
-				r, err := runContention(cfg, kind, d.tap)
+				r, err := runContention(cfg, v, d.tap)
 				require.NoError(t, err)
 				require.Empty(t, r.Violations)
 				require.Positive(t, r.Metrics["rounds"])
@@ -223,5 +223,34 @@ func TestContentionNAKsAccountedFor(t *testing.T) {
 				t.Logf("rounds %v naks %v\n%s", r.Metrics["rounds"], r.Metrics["naks"], d)
 			})
 		}
+	}
+}
+
+// Turns avoid the first-round collisions the backoffs cannot (they act
+// only after a NAK), and cost nothing to a proposer alone on its key.
+func TestContentionTurns(t *testing.T) {
+	cases := []struct {
+		name      string
+		proposers int
+	}{
+		{"nine proposers", 0},
+		{"one proposer", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Scenario: "contention", Seed: 3, Faults: FaultsNone, Duration: 6 * time.Hour, Proposers: tc.proposers}
+			r := run(t, cfg)
+			require.Empty(t, r.Violations)
+			m := r.Metrics
+			if tc.proposers == 1 {
+				assert.Zero(t, m["naks_adaptive"])
+				assert.Zero(t, m["naks_turns"])
+				assert.Equal(t, m["latency_p50_ms_adaptive"], m["latency_p50_ms_turns"], "alone, a proposer never waits for a turn")
+				assert.Equal(t, m["latency_p99_ms_adaptive"], m["latency_p99_ms_turns"])
+				return
+			}
+			assert.Positive(t, m["naks_adaptive"])
+			assert.Less(t, m["naks_turns"]*10, m["naks_adaptive"], "turns remove at least nine tenths of the NAKs")
+		})
 	}
 }

@@ -168,7 +168,7 @@ func TestResultJSON(t *testing.T) {
 
 func TestContentionReportsEveryBackoff(t *testing.T) {
 	r := run(t, short("contention", 1, FaultsNone))
-	for _, k := range []string{"none", "exponential", "adaptive"} {
+	for _, k := range []string{"none", "exponential", "adaptive", "turns"} {
 		assert.Contains(t, r.Metrics, "conflict_rate_"+k)
 		assert.Contains(t, r.Metrics, "goodput_per_second_"+k)
 		assert.Positive(t, r.Metrics["rounds_"+k])

@@ -213,10 +213,11 @@ func printRun(w io.Writer, r sim.Result, canary bool) {
 	fmt.Fprintf(w, "    replay:  %s\n", r.Replay)
 }
 
-// printContention shows the three backoff kinds side by side.
+// printContention shows the three backoff kinds side by side, then the
+// adaptive backoff with turns.
 func printContention(w io.Writer, r sim.Result) {
 	fmt.Fprintf(w, "  %-12s %14s %10s %8s %12s %9s %9s\n", "backoff", "conflict_rate", "rounds", "naks", "goodput/s", "p50_ms", "p99_ms")
-	for _, k := range []string{"none", "exponential", "adaptive"} {
+	for _, k := range []string{"none", "exponential", "adaptive", "turns"} {
 		m := r.Metrics
 		fmt.Fprintf(w, "  %-12s %13.4f%% %10.0f %8.0f %12.4f %9.0f %9.0f\n", k,
 			100*m["conflict_rate_"+k], m["rounds_"+k], m["naks_"+k], m["goodput_per_second_"+k], m["latency_p50_ms_"+k], m["latency_p99_ms_"+k])
