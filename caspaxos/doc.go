@@ -23,13 +23,19 @@
 // proposer's next ballot. If the acks that carry that promise form a prepare
 // quorum, the proposer caches the value and its next change of the key goes
 // straight to Accept. Any refusal or timeout drops the cache and the
-// proposer falls back to two phases.
+// proposer falls back to two phases. Another proposer's round on the key
+// overtakes the cached promise, so the proposer dates those rounds from
+// the ballots acceptors report and bets on the cache only while it is
+// young compared with how long the key was quiet (FastPathRisk).
 //
 // Contention: after a refusal or a timeout the proposer backs off. The
 // adaptive backoff tracks D, the phase-2 duration, as an EMA with a running
 // deviation sigma and waits (EMA + sigma) * U(0, 2^(attempt-1)), so the wait
 // follows the real round trip of the deployment. A plain exponential backoff
-// and none are selectable for comparison.
+// and none are selectable for comparison. Backoff acts only after a NAK; a
+// first-round collision of two proposers within one round trip is avoided
+// only by coordination: with Turns on, proposers that see each other on a
+// key start proposals only in their own turn of a clock-based cycle.
 //
 // Quorums are flexible (package quorum): prepare and accept quorums need only
 // intersect, and the acceptor set changes one acceptor at a time with an
