@@ -308,15 +308,17 @@ func (r *Router) Classify(err error) AttemptClass {
 	return AttemptFailure
 }
 
-// pick returns the first candidate not yet tried whose breaker allows a
-// request; when every candidate was tried, the first one allowed.
-func (r *Router) pick(p uint32, cands []string, tried *triedSet, now time.Time) (string, bool) {
-	for pass := range 2 {
+// pick returns the candidate to try next: the first, in priority order,
+// whose breaker allows a request among those the operation has not tried;
+// else among those it tried that answered (a redirect, a stale read);
+// else among those that failed. So an operation does not go back to a
+// region that just failed while live replicas answer.
+func (r *Router) pick(p uint32, cands []string, tried, failed *triedSet, now time.Time) (string, bool) {
+	for tier := range 3 {
 		for _, c := range cands {
-			if pass == 0 && tried.has(c) {
-				continue
-			}
-			if r.breakers.Allow(p, c, now) {
+			t, f := tried.has(c), failed.has(c)
+			in := tier == 0 && !t || tier == 1 && t && !f || tier == 2 && f
+			if in && r.breakers.Allow(p, c, now) {
 				return c, true
 			}
 		}
@@ -393,6 +395,7 @@ type Operation struct {
 	p         uint32
 	req       Request
 	tried     triedSet
+	failed    triedSet // regions whose attempt failed (a subset of tried)
 	candBuf   [maxCandidates]string
 	attempts  int
 	redirects int
@@ -400,6 +403,7 @@ type Operation struct {
 	force     bool
 	last      error
 	region    string // the region of the attempt in flight
+	pending   bool   // a live replica answered that nothing changed yet
 	state     opState
 	final     error
 }
@@ -440,6 +444,18 @@ func (o *Operation) fail(err error, b Backoff) Decision {
 	}
 	o.r.obs.Retry()
 	return Decision{Action: ActWait, Wait: b.Delay(o.attempts)}
+}
+
+// RetryDelay is how long the application should wait before it retries
+// this failed operation, its n-th failure in a row (n >= 1): at most
+// RedirectPoll when a live replica answered during it that the write
+// region had not changed yet (a failover is pending: the next poll may
+// learn the new one), else the capped exponential backoff.
+func (o *Operation) RetryDelay(n int) time.Duration {
+	if o.pending {
+		return o.r.poll.Delay(n)
+	}
+	return o.r.backoff.Delay(n)
 }
 
 // Next returns the operation's next step.
@@ -488,7 +504,7 @@ func (o *Operation) Resolved(now time.Time, e *Entry, err error) Decision {
 
 func (o *Operation) pick(e *Entry, now time.Time) Decision {
 	cands := Candidates(o.candBuf[:], *e, o.req, o.r.cfg.PreferredRegions)
-	region, ok := o.r.pick(o.p, cands, &o.tried, now)
+	region, ok := o.r.pick(o.p, cands, &o.tried, &o.failed, now)
 	if !ok {
 		return o.fail(fmt.Errorf("%w: partition %d", ErrCircuitOpen, o.p), o.r.backoff)
 	}
@@ -558,12 +574,20 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 			if o.redirects > r.cfg.MaxRedirects {
 				return verdict(o.finish(o.exhausted(fmt.Errorf("%w: %w", ErrTooManyRedirects, opErr))))
 			}
-			o.tried = triedSet{}
+			o.tried, o.failed = triedSet{}, triedSet{}
 			return Verdict{Class: cls}
 		}
 		// Nothing new (the failover has not committed, or this replica
-		// has not learnt it yet): poll again soon.
+		// has not learnt it yet): poll again soon. If the region it names
+		// failed this operation, a live replica confirms that the write
+		// region we cannot reach was not replaced yet: a failover is
+		// pending, so the region's breaker opens and the polls go to live
+		// replicas, which will name the new write region.
 		o.tried.add(region)
+		o.pending = true
+		if e, ok := r.cache.Get(p); ok && to == e.WriteRegion && epoch == e.Epoch && o.failed.has(to) {
+			r.breakers.Trip(p, to, now)
+		}
 		return verdict(o.fail(opErr, r.poll))
 	case AttemptStaleRead:
 		r.breakers.Success(p, region)
@@ -571,7 +595,7 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 		o.tried.add(region)
 		var buf [maxCandidates]string
 		if e, ok := r.cache.Get(p); !ok || o.tried.covers(Candidates(buf[:], *e, o.req, r.cfg.PreferredRegions)) {
-			o.tried = triedSet{}
+			o.tried, o.failed = triedSet{}, triedSet{}
 			return verdict(o.fail(opErr, r.backoff))
 		}
 		return Verdict{Class: cls}
@@ -581,6 +605,7 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 	default:
 		r.breakers.Failure(p, region, now)
 		o.tried.add(region)
+		o.failed.add(region)
 		o.force = true
 		return verdict(o.fail(opErr, r.backoff))
 	}

@@ -273,3 +273,18 @@ func TestRouterIsDeterministic(t *testing.T) {
 	}
 	assert.Equal(t, run(), run())
 }
+
+func TestRetryDelayPollsWhileAFailoverIsPending(t *testing.T) {
+	r := newTestRouter(t, nil)
+	pending := r.Begin(1, Request{Write: true})
+	mustSend(t, &pending, t0)
+	pending.Report(t0, &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"})
+	failing := r.Begin(2, Request{Write: true})
+	mustSend(t, &failing, t0)
+	failing.Report(t0, errors.New("timeout"))
+	for n := 1; n <= 20; n++ {
+		assert.LessOrEqual(t, pending.RetryDelay(n), DefaultRedirectPoll)
+		assert.LessOrEqual(t, failing.RetryDelay(n), DefaultBackoffMax)
+	}
+	assert.Greater(t, failing.RetryDelay(20), DefaultRedirectPoll, "other failures back off further")
+}
