@@ -9,6 +9,7 @@ import (
 
 	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/quorum"
+	"github.com/fmnode/fmnode/txtdns/routing"
 )
 
 // Client event kinds (the low byte of an event's arg).
@@ -17,15 +18,29 @@ const (
 	foCArrive
 	foCReply
 	foCTimeout
+	foCWait
 )
 
-// foOpTimeout bounds one client operation over all its attempts.
-const foOpTimeout = 10 * time.Second
+const (
+	// foAttemptTimeout is how long a client waits for the reply to one
+	// attempt (a strong write takes a WAN round trip or two).
+	foAttemptTimeout = time.Second
+	// foProbeMax bounds a client's probing after an outage: it writes
+	// without think time until its partition's write lands in a new
+	// epoch, or this long.
+	foProbeMax = 10 * time.Minute
+)
+
+// errAttemptTimeout is an attempt that got no reply in time.
+var errAttemptTimeout = errors.New("sim: attempt timed out")
 
 // foClient is a closed-loop client of one partition living in one region:
-// it writes unique values (or reads) at strong consistency, routes by the
-// redirects the replicas answer with, and records every operation for
-// porcupine. When its region is powered off it is off too.
+// it writes unique values (or reads) at strong consistency and records
+// every operation for porcupine. It routes with the routing core the
+// runtime client uses (routing.Router, shared by the clients of its
+// region): DNS answers from its node's resolver, redirects from the
+// replicas, breakers and backoff. When its region is powered off it is
+// off too.
 type foClient struct {
 	idx     int
 	part    int
@@ -35,22 +50,38 @@ type foClient struct {
 	keyStr  string
 	hclient int
 
-	epoch  partition.Epoch
-	target quorum.Region
-
+	op       routing.Operation
 	seq      uint64
-	attempt  uint64
+	attempt  uint64 // tags events: a stale event carries an older value
+	startGen uint64 // tags start events
 	active   bool
 	write    bool
 	value    string
 	hi       int // history index
-	start    time.Duration
-	deadline time.Duration
 	// delivered: some attempt reached a live replica, so a write may have
 	// taken effect even without a reply.
 	delivered bool
+	resolving bool
 	reply     partition.Reply
 	arriveAt  int32 // the node the current attempt goes to
+	sentEpoch uint64
+	maxEpoch  uint64 // the newest epoch the client sent with (never goes back)
+
+	// probe: write without think time until a write lands in an epoch
+	// newer than probeEpoch (after an outage), until probeUntil.
+	probe      bool
+	probeEpoch uint64
+	probeUntil time.Duration
+	failedOps  int
+	// spellFrom: the start of the client's first write not yet followed
+	// by a successful one (spellOpen); firstNewAck: its first write
+	// acknowledged in an epoch newer than the outage's.
+	spellOpen   bool
+	spellFrom   time.Duration
+	firstNewAck time.Duration
+	// rerouteWatch: the client was live when its partition's outage began
+	// and has stayed up: its reroute time is measured.
+	rerouteWatch bool
 }
 
 // foClients is the scheduler handler of every client.
@@ -62,7 +93,7 @@ func (fw *foWorld) makeClients() {
 		for j := 0; j < fw.spec.clientsPerPartition; j++ {
 			r := (fw.regionIndex(fw.parts[i].initial) + j) % nr
 			c := &foClient{idx: len(fw.clients), part: i, region: r, node: fw.parts[i].nodeOfReg[r],
-				key: []byte("k"), keyStr: fmt.Sprintf("p%d", fw.parts[i].id), epoch: 1, target: fw.parts[i].initial}
+				key: []byte("k"), keyStr: fmt.Sprintf("p%d", fw.parts[i].id)}
 			c.hclient = fw.e.hist.NewClient()
 			fw.clients = append(fw.clients, c)
 		}
@@ -74,7 +105,31 @@ func (fw *foWorld) makeClients() {
 func (fw *foWorld) startClients() {
 	fw.clientsOn = true
 	for _, c := range fw.clients {
-		fw.e.w.Sched.After(time.Duration(uniform(fw.rng, 0, int64(fw.spec.thinkMax))), NoNode, foClients{fw}, fw.cArg(c, foCStart))
+		fw.scheduleStart(c, time.Duration(uniform(fw.rng, 0, int64(fw.spec.thinkMax))))
+	}
+}
+
+func (fw *foWorld) scheduleStart(c *foClient, after time.Duration) {
+	c.startGen++
+	fw.e.w.Sched.After(after, NoNode, foClients{fw}, uint64(c.idx)<<24|(c.startGen&0xffff)<<8|foCStart)
+}
+
+// startProbes makes every live client of the partitions the outage
+// affects write at once and keep writing (with the routing core's
+// backoff between failed operations) until a write lands in a new epoch:
+// an application with steady traffic, so that write recovery and reroute
+// measure the failover and the routing, not a client's think time.
+func (fw *foWorld) startProbes() {
+	now := fw.now()
+	for _, c := range fw.clients {
+		if !fw.m.affected[c.part] || !fw.e.w.Up(c.node) {
+			continue
+		}
+		c.probe, c.probeEpoch, c.probeUntil = true, uint64(fw.m.epochT0[c.part]), now+foProbeMax
+		c.rerouteWatch = true
+		if !c.active {
+			fw.scheduleStart(c, 0)
+		}
 	}
 }
 
@@ -95,28 +150,37 @@ func (fw *foWorld) pendingClientOps() int {
 
 func (h foClients) Fire(now time.Duration, arg uint64) {
 	fw := h.fw
-	ci, att, kind := int(arg>>24), (arg>>8)&0xffff, arg&0xff
+	ci, tag, kind := int(arg>>24), (arg>>8)&0xffff, arg&0xff
 	if ci >= len(fw.clients) {
 		return
 	}
 	c := fw.clients[ci]
+	if kind == foCStart {
+		if tag == c.startGen&0xffff {
+			fw.clientStart(c)
+		}
+		return
+	}
+	if !c.active || tag != c.attempt&0xffff {
+		return
+	}
+	if !fw.e.w.Up(c.node) {
+		fw.clientDown(c)
+		return
+	}
 	switch kind {
-	case foCStart:
-		fw.clientStart(c)
 	case foCArrive:
-		if c.active && att == c.attempt&0xffff {
-			fw.clientArrive(c)
-		}
+		fw.clientArrive(c)
 	case foCReply:
-		if c.active && att == c.attempt&0xffff {
-			fw.clientReply(c)
-		}
+		fw.clientReply(c)
 	case foCTimeout:
-		if c.active && att == c.attempt&0xffff {
-			fw.clientTimeout(c)
-		}
+		fw.clientReport(c, errAttemptTimeout)
+	case foCWait:
+		fw.clientStep(c, c.op.Next(foTime(now)))
 	}
 }
+
+func (fw *foWorld) router(c *foClient) *routing.Router { return fw.dns.routers[c.region] }
 
 func (fw *foWorld) clientStart(c *foClient) {
 	if !fw.clientsOn || c.active {
@@ -125,46 +189,65 @@ func (fw *foWorld) clientStart(c *foClient) {
 	now := fw.now()
 	if !fw.e.w.Up(c.node) || fw.e.hist.Full() {
 		// The client's region is down (or the history is full): try later.
-		fw.e.w.Sched.After(fw.spec.thinkMax, NoNode, foClients{fw}, fw.cArg(c, foCStart))
+		c.spellOpen = false
+		if !fw.e.w.Up(c.node) {
+			c.probe, c.rerouteWatch = false, false
+		}
+		fw.scheduleStart(c, fw.spec.thinkMax)
 		return
 	}
 	c.seq++
-	c.active, c.delivered = true, false
-	c.start, c.deadline = now, now+foOpTimeout
-	c.write = fw.rng.Float64() >= fw.spec.readFraction
+	c.active, c.delivered, c.resolving = true, false, false
+	c.write = c.probe || fw.rng.Float64() >= fw.spec.readFraction
 	kind := opRead
+	req := routing.Request{Consistency: routing.ConsistencyStrong}
 	if c.write {
 		kind = opCAS // a blind write in the failover model (see foKVModel)
 		c.value = fmt.Sprintf("%d.%d", c.idx, c.seq)
+		req = routing.Request{Write: true}
+		if !c.spellOpen {
+			c.spellOpen, c.spellFrom = true, now
+		}
 	} else {
 		c.value = ""
 	}
 	c.hi = fw.e.hist.Call(c.hclient, regInput{Kind: kind, Key: c.keyStr, Data: c.value}, now)
 	fw.e.ops.Issued++
-	fw.clientSend(c)
+	c.op = fw.router(c).Begin(uint32(c.part), req)
+	fw.clientStep(c, c.op.Next(foTime(now)))
 }
 
-// clientSend starts an attempt towards the client's current target.
-func (fw *foWorld) clientSend(c *foClient) {
-	c.attempt++
-	to, ok := fw.nodeFor(c.part, c.target)
-	if !ok {
-		to = fw.parts[c.part].nodeOfReg[0]
-	}
-	c.arriveAt = to
+// clientStep carries out what the routing core decided.
+func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 	w := fw.e.w
-	if w.Up(c.node) && !w.Links.Cut(c.node, to) {
-		w.Sched.After(fw.oneWay(c.node, to), NoNode, foClients{fw}, fw.cArg(c, foCArrive))
+	c.attempt++ // invalidates the events of the previous step
+	switch d.Action {
+	case routing.ActResolve:
+		c.resolving = true
+		fw.dns.query(c)
+	case routing.ActWait:
+		w.Sched.After(d.Wait, NoNode, foClients{fw}, fw.cArg(c, foCWait))
+	case routing.ActSend:
+		ri := fw.regionIndex(quorum.Region(d.Region))
+		if ri < 0 {
+			fw.clientStep(c, c.op.Unsent(foTime(fw.now()), fmt.Errorf("sim: unknown region %q", d.Region)))
+			return
+		}
+		if d.Entry.Epoch < c.maxEpoch {
+			fw.e.viol.add(fw.now(), ViolationInvariant, "client %d of %s went back from epoch %d to %d",
+				c.idx, fw.parts[c.part].name, c.maxEpoch, d.Entry.Epoch)
+		}
+		c.maxEpoch = max(c.maxEpoch, d.Entry.Epoch)
+		c.sentEpoch = d.Entry.Epoch
+		to := fw.parts[c.part].nodeOfReg[ri]
+		c.arriveAt = to
+		if w.Up(c.node) && !w.Links.Cut(c.node, to) {
+			w.Sched.After(fw.oneWay(c.node, to), NoNode, foClients{fw}, fw.cArg(c, foCArrive))
+		}
+		w.Sched.After(foAttemptTimeout, NoNode, foClients{fw}, fw.cArg(c, foCTimeout))
+	case routing.ActDone:
+		fw.clientEnd(c, d.Err)
 	}
-	w.Sched.After(foRequestTimeout, NoNode, foClients{fw}, fw.cArg(c, foCTimeout))
-}
-
-// oneWay is a message's delay between two nodes: half the round trip of
-// their regions plus a little jitter.
-func (fw *foWorld) oneWay(a, b int32) time.Duration {
-	w := fw.e.w
-	base := w.Topo.RTT[w.Nodes[a].Region][w.Nodes[b].Region] / 2
-	return base + time.Duration(uniform(fw.rng, 0, int64(base)/10+1))
 }
 
 func (fw *foWorld) clientArrive(c *foClient) {
@@ -175,10 +258,11 @@ func (fw *foWorld) clientArrive(c *foClient) {
 	c.delivered = c.delivered || c.write
 	ref := partition.ClientRef(uint64(c.idx)<<24 | c.attempt&0xffffff)
 	p := fw.parts[c.part].id
+	epoch := partition.Epoch(c.sentEpoch)
 	if c.write {
-		n.host.Write(n.local(), &partition.WriteRequest{Partition: p, Epoch: c.epoch, Ref: ref, Key: c.key, Value: []byte(c.value)})
+		n.host.Write(n.local(), &partition.WriteRequest{Partition: p, Epoch: epoch, Ref: ref, Key: c.key, Value: []byte(c.value)})
 	} else {
-		n.host.Read(n.local(), &partition.ReadRequest{Partition: p, Ref: ref, Key: c.key, Epoch: c.epoch, Consistency: partition.Strong})
+		n.host.Read(n.local(), &partition.ReadRequest{Partition: p, Ref: ref, Key: c.key, Epoch: epoch, Consistency: partition.Strong})
 	}
 	n.markDirty(c.part)
 	n.pump()
@@ -208,75 +292,120 @@ func (fw *foWorld) deliverReplies(n *foNode, rs []partition.Reply) {
 	}
 }
 
+// clientReply turns the data plane's answer into what the routing core
+// classifies: the typed redirect (as routing's Redirect), errors that
+// certainly did not apply the request (retried), and the rest (a write's
+// outcome is then unknown: not retried).
 func (fw *foWorld) clientReply(c *foClient) {
-	now := fw.now()
 	r := c.reply
 	var re *partition.RedirectError
+	var err error
 	switch {
 	case r.Err == nil:
+	case errors.As(r.Err, &re):
+		err = &routing.RedirectError{Partition: uint32(c.part), Epoch: uint64(re.Epoch),
+			WriteRegion: string(re.WriteRegion), Reason: re.Reason.String()}
+	case errors.Is(r.Err, partition.ErrBackpressure) || errors.Is(r.Err, partition.ErrLeaseExpired) ||
+		errors.Is(r.Err, partition.ErrNotReady) || !c.write:
+		err = r.Err
+	default:
+		err = routing.Permanent(r.Err)
+	}
+	fw.clientReport(c, err)
+}
+
+func (fw *foWorld) clientReport(c *foClient, err error) {
+	if c.resolving {
+		return // a stale event: the client is waiting for DNS
+	}
+	v := c.op.Report(foTime(fw.now()), err)
+	switch {
+	case v.Done:
+		fw.clientEnd(c, v.Err)
+	case v.Wait > 0:
+		c.attempt++
+		fw.e.w.Sched.After(v.Wait, NoNode, foClients{fw}, fw.cArg(c, foCWait))
+	default:
+		fw.clientStep(c, c.op.Next(foTime(fw.now())))
+	}
+}
+
+// clientDNSAnswer hands a resolver's answer to the client's router.
+func (fw *foWorld) clientDNSAnswer(m foDNSMsg) {
+	c := fw.clients[m.client]
+	if !c.active || !c.resolving || m.tag != c.attempt {
+		// Late: the answer still teaches the region's router.
+		if fw.e.w.Up(c.node) {
+			_, _ = fw.dns.offer(c.region, m.part, m.ans, m.err)
+		}
+		return
+	}
+	c.resolving = false
+	e, err := fw.dns.offer(c.region, m.part, m.ans, m.err)
+	fw.clientStep(c, c.op.Resolved(foTime(fw.now()), e, err))
+}
+
+func (fw *foWorld) clientDNSTimeout(m foDNSMsg) {
+	c := fw.clients[m.client]
+	if !c.active || !c.resolving || m.tag != c.attempt {
+		return
+	}
+	if !fw.e.w.Up(c.node) {
+		fw.clientDown(c)
+		return
+	}
+	fw.dns.stats.ClientTimeout++
+	c.resolving = false
+	fw.clientStep(c, c.op.Resolved(foTime(fw.now()), nil, errors.New("sim: dns query timed out")))
+}
+
+// clientEnd records the operation's outcome and schedules the next.
+func (fw *foWorld) clientEnd(c *foClient, err error) {
+	now := fw.now()
+	switch {
+	case err == nil:
+		r := c.reply
 		out := regOutput{Status: statusOK}
 		if c.write {
 			out.Data = c.value
 			fw.m.ack(fw, c.part, r.Token, now)
+			fw.m.clientAck(fw, c, r.Token, now)
 		} else if r.Found {
 			out.Data = string(r.Value)
 		}
 		fw.e.hist.Return(c.hi, out, now)
 		fw.e.ops.OK++
-		fw.clientDone(c, false)
-	case errors.As(r.Err, &re):
-		if re.Epoch > c.epoch || (re.Epoch == c.epoch && re.WriteRegion != "") {
-			c.epoch = re.Epoch
-		}
-		if re.WriteRegion != "" && re.WriteRegion != c.target {
-			c.target = re.WriteRegion
-		} else {
-			c.target = fw.nextRegion(c.target)
-		}
-		fw.clientRetry(c)
-	case errors.Is(r.Err, partition.ErrBackpressure) || errors.Is(r.Err, partition.ErrLeaseExpired) || errors.Is(r.Err, partition.ErrNotReady) || !c.write:
-		fw.clientRetry(c) // certainly not applied
-	default:
+	case c.write && c.delivered:
+		// A write that reached a replica may have taken effect (unknown).
 		fw.e.hist.Return(c.hi, regOutput{Status: statusUnknown}, now)
 		fw.e.ops.Unknown++
-		fw.clientDone(c, true)
+	default:
+		fw.e.hist.Discard(c.hi)
+		fw.e.ops.Failed++
 	}
-}
-
-func (fw *foWorld) nextRegion(r quorum.Region) quorum.Region {
-	return fw.regions[(fw.regionIndex(r)+1)%len(fw.regions)]
-}
-
-// clientRetry tries again after a pause, or gives up at the deadline.
-func (fw *foWorld) clientRetry(c *foClient) {
-	if fw.now()+foRetryDelay >= c.deadline || c.attempt >= foMaxAttempts*uint64(c.seq) {
-		fw.clientGiveUp(c)
-		return
+	c.active = false
+	c.attempt++
+	if c.probe && (now >= c.probeUntil || err == nil && c.write && c.reply.Token.Epoch > partition.Epoch(c.probeEpoch)) {
+		c.probe = false
 	}
-	c.attempt++ // invalidates the pending timeout of the last attempt
-	fw.e.w.Sched.After(foRetryDelay, NoNode, foRetryHandler{fw}, uint64(c.idx)<<24|(c.attempt&0xffff)<<8)
-}
-
-// foRetryHandler re-sends a client's request after its retry pause.
-type foRetryHandler struct{ fw *foWorld }
-
-func (h foRetryHandler) Fire(now time.Duration, arg uint64) {
-	c := h.fw.clients[int(arg>>24)]
-	if c.active && (arg>>8)&0xffff == c.attempt&0xffff {
-		h.fw.clientSend(c)
+	var d time.Duration
+	switch {
+	case err != nil:
+		// A client whose operation failed tries again after a backoff.
+		c.failedOps++
+		d = c.op.RetryDelay(c.failedOps)
+	case c.probe:
+		c.failedOps = 0
+	default:
+		c.failedOps = 0
+		d = time.Duration(uniform(fw.rng, int64(fw.spec.thinkMin), int64(fw.spec.thinkMax)))
 	}
+	fw.scheduleStart(c, d)
 }
 
-func (fw *foWorld) clientTimeout(c *foClient) {
-	// No reply: the replica may be down or cut off; ask another region
-	// next (it redirects to the write region it knows).
-	c.target = fw.nextRegion(c.target)
-	fw.clientRetry(c)
-}
-
-// clientGiveUp ends an operation without an answer: a write that reached
-// a replica may have taken effect (unknown); anything else certainly did not.
-func (fw *foWorld) clientGiveUp(c *foClient) {
+// clientDown ends the operation of a client whose region went down: what
+// a write did is unknown if it reached a replica.
+func (fw *foWorld) clientDown(c *foClient) {
 	if c.write && c.delivered {
 		fw.e.hist.Return(c.hi, regOutput{Status: statusUnknown}, fw.now())
 		fw.e.ops.Unknown++
@@ -284,20 +413,9 @@ func (fw *foWorld) clientGiveUp(c *foClient) {
 		fw.e.hist.Discard(c.hi)
 		fw.e.ops.Failed++
 	}
-	fw.clientDone(c, true)
-}
-
-// clientDone ends the operation and schedules the next: after the think
-// time, or at once (after the retry pause) when it failed, as a client
-// whose write failed retries it.
-func (fw *foWorld) clientDone(c *foClient, failed bool) {
-	c.active = false
+	c.active, c.spellOpen, c.probe, c.rerouteWatch = false, false, false, false
 	c.attempt++
-	d := time.Duration(uniform(fw.rng, int64(fw.spec.thinkMin), int64(fw.spec.thinkMax)))
-	if failed {
-		d = foRetryDelay
-	}
-	fw.e.w.Sched.After(d, NoNode, foClients{fw}, fw.cArg(c, foCStart))
+	fw.scheduleStart(c, fw.spec.thinkMax)
 }
 
 // foKVModel is the sequential specification of one key of a partition:
@@ -339,4 +457,12 @@ func checkKV(ops []porcupine.Operation, timeout time.Duration) string {
 		return LinIllegal
 	}
 	return LinUnknown
+}
+
+// oneWay is a message's delay between two nodes: half the round trip of
+// their regions plus a little jitter.
+func (fw *foWorld) oneWay(a, b int32) time.Duration {
+	w := fw.e.w
+	base := w.Topo.RTT[w.Nodes[a].Region][w.Nodes[b].Region] / 2
+	return base + time.Duration(uniform(fw.rng, 0, int64(base)/10+1))
 }

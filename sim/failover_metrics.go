@@ -20,6 +20,10 @@ type foMetrics struct {
 	detect   []time.Duration // first failover proposal after t0 (0: none)
 	complete []time.Duration // commit of the CAS that moved the write region
 	recover  []time.Duration // first acknowledged write in the new epoch
+	// unavail: per partition, the longest spell (ending after the outage
+	// began) from a client's first write not yet acknowledged to the next
+	// acknowledged one (+1ns; 0: none).
+	unavail []time.Duration
 
 	steadyOn     bool
 	steadyFrom   time.Duration
@@ -46,6 +50,7 @@ func (m *foMetrics) init(parts int) {
 	m.detect = make([]time.Duration, parts)
 	m.complete = make([]time.Duration, parts)
 	m.recover = make([]time.Duration, parts)
+	m.unavail = make([]time.Duration, parts)
 	m.acks = make([][]partition.Token, parts)
 }
 
@@ -93,6 +98,41 @@ func (m *foMetrics) ack(fw *foWorld, i int, tok partition.Token, at time.Duratio
 	}
 }
 
+// clientAck closes the client's unavailability spell and notes its first
+// write acknowledged in an epoch newer than the outage's.
+func (m *foMetrics) clientAck(fw *foWorld, c *foClient, tok partition.Token, at time.Duration) {
+	if c.spellOpen {
+		c.spellOpen = false
+		if m.outage && at >= m.t0 {
+			m.unavail[c.part] = max(m.unavail[c.part], at-c.spellFrom+1)
+		}
+	}
+	if m.outage && m.affected[c.part] && c.firstNewAck == 0 && at >= m.t0 && failover.Epoch(tok.Epoch) > m.epochT0[c.part] {
+		c.firstNewAck = at + 1
+	}
+}
+
+// clientFigures are the clients' view of the failover: for every client
+// that stayed up, from the failover's commit to its first write in the new
+// write region (and how many never got there), and per affected
+// partition the longest spell without an acknowledged write.
+func (m *foMetrics) clientFigures(fw *foWorld) (reroute, unavail []float64, missing int) {
+	for _, c := range fw.clients {
+		i := c.part
+		if !m.affected[i] || !c.rerouteWatch || m.complete[i] == 0 {
+			continue
+		}
+		if c.firstNewAck == 0 {
+			missing++
+			continue
+		}
+		commit := m.t0 + m.complete[i] - 1
+		reroute = append(reroute, max(0, float64(c.firstNewAck-1-commit)/float64(time.Second)))
+	}
+	u, _ := secs(m.unavail, m.affected)
+	return reroute, u, missing
+}
+
 // dataSent counts the bytes shipped to a returning node: ops and snapshot
 // pairs (what a re-sync costs, against a full copy).
 func (m *foMetrics) dataSent(fw *foWorld, to int32, msg *partition.Message) {
@@ -133,25 +173,39 @@ func distOf(xs []float64) Dist {
 // FailoverReport is what the failover scenarios report (JSON keys are the
 // issue's schema; times in seconds from the outage).
 type FailoverReport struct {
-	Partitions                    int     `json:"partitions"`
-	FailoverProfile               string  `json:"failover_profile"`
-	AffectedPartitions            int     `json:"affected_partitions"`
-	Detection                     Dist    `json:"detection_s"`
-	FailoverCompletion            Dist    `json:"failover_completion_s"`
-	WriteRecovery                 Dist    `json:"write_recovery_s"`
-	FailedOverWithin60s           float64 `json:"failed_over_within_60s_fraction"`
-	NotFailedOver                 int     `json:"not_failed_over"`
-	RPO                           RPODist `json:"rpo_ops"`
-	SteadyRegisterWritesPerPartHr float64 `json:"steady_register_writes_per_partition_hour"`
-	RegisterWrites                uint64  `json:"register_writes"`
-	Failovers                     uint64  `json:"failovers"`
-	ResyncBytes                   uint64  `json:"resync_bytes"`
-	FullCopyBytes                 uint64  `json:"full_copy_bytes"`
-	ResyncSeconds                 float64 `json:"resync_s"`
-	FalseProgressOps              uint64  `json:"false_progress_ops"`
-	ActionErrors                  uint64  `json:"action_errors"`
-	FirstActionError              string  `json:"first_action_error,omitempty"`
-	Paper                         Paper   `json:"paper"`
+	Partitions         int    `json:"partitions"`
+	FailoverProfile    string `json:"failover_profile"`
+	AffectedPartitions int    `json:"affected_partitions"`
+	Detection          Dist   `json:"detection_s"`
+	FailoverCompletion Dist   `json:"failover_completion_s"`
+	WriteRecovery      Dist   `json:"write_recovery_s"`
+	// WriteRecoveryMeasures says what write_recovery_s measures.
+	WriteRecoveryMeasures string `json:"write_recovery_measures"`
+	// ClientReroute: per client that stayed up, seconds from the commit
+	// of its partition's failover to its first write acknowledged by the
+	// new write region; ClientRerouteMissing counts those that never got
+	// there. ClientUnavailability: per affected partition, the longest
+	// spell in seconds from a client's first unacknowledged write to its
+	// next acknowledged one.
+	ClientReroute                 Dist       `json:"client_reroute_s"`
+	ClientRerouteMissing          int        `json:"client_reroute_missing"`
+	ClientUnavailability          Dist       `json:"client_unavailability_s"`
+	DNS                           foDNSStats `json:"dns"`
+	DNSTTLSeconds                 float64    `json:"dns_ttl_s"`
+	DNSStaleSeconds               float64    `json:"dns_resolver_stale_s"`
+	FailedOverWithin60s           float64    `json:"failed_over_within_60s_fraction"`
+	NotFailedOver                 int        `json:"not_failed_over"`
+	RPO                           RPODist    `json:"rpo_ops"`
+	SteadyRegisterWritesPerPartHr float64    `json:"steady_register_writes_per_partition_hour"`
+	RegisterWrites                uint64     `json:"register_writes"`
+	Failovers                     uint64     `json:"failovers"`
+	ResyncBytes                   uint64     `json:"resync_bytes"`
+	FullCopyBytes                 uint64     `json:"full_copy_bytes"`
+	ResyncSeconds                 float64    `json:"resync_s"`
+	FalseProgressOps              uint64     `json:"false_progress_ops"`
+	ActionErrors                  uint64     `json:"action_errors"`
+	FirstActionError              string     `json:"first_action_error,omitempty"`
+	Paper                         Paper      `json:"paper"`
 }
 
 // RPODist is the data loss in acknowledged operations per partition.
@@ -206,6 +260,13 @@ func (m *foMetrics) report(fw *foWorld, profile string, lost []int) *FailoverRep
 	rec, _ := secs(m.recover, m.affected)
 	r.Detection, r.FailoverCompletion, r.WriteRecovery = distOf(det), distOf(comp), distOf(rec)
 	r.NotFailedOver = missing
+	r.WriteRecoveryMeasures = "per affected partition, seconds from the outage to its first write acknowledged in a new epoch; " +
+		"from the outage, the partition's live clients write without think time (retrying with the routing backoff) until one lands"
+	reroute, unavail, rmiss := m.clientFigures(fw)
+	r.ClientReroute, r.ClientRerouteMissing, r.ClientUnavailability = distOf(reroute), rmiss, distOf(unavail)
+	if fw.dns != nil {
+		r.DNS, r.DNSTTLSeconds, r.DNSStaleSeconds = fw.dns.stats, fw.dns.ttl.Seconds(), fw.dns.stale.Seconds()
+	}
 	if r.AffectedPartitions > 0 {
 		within := 0
 		for _, c := range comp {
@@ -242,6 +303,10 @@ func (r *FailoverReport) Table() string {
 	row("detection", r.Detection, p.DetectionMean, p.DetectionP99)
 	row("failover completion", r.FailoverCompletion, p.CompletionMean, p.CompletionP99)
 	row("write recovery", r.WriteRecovery, p.RecoveryMean, p.RecoveryP99)
+	fmt.Fprintf(&b, "%-34s %9.2f %9.2f %9.2f %9.2f   goal p99 <= 1 s (%d clients, %d never rerouted)\n", "client reroute (s from commit)",
+		r.ClientReroute.Mean, r.ClientReroute.P50, r.ClientReroute.P99, r.ClientReroute.Max, r.ClientReroute.N, r.ClientRerouteMissing)
+	fmt.Fprintf(&b, "%-34s %9.1f %9.1f %9.1f %9.1f   longest spell without an acknowledged write\n", "client unavailability/partition",
+		r.ClientUnavailability.Mean, r.ClientUnavailability.P50, r.ClientUnavailability.P99, r.ClientUnavailability.Max)
 	fmt.Fprintf(&b, "%-34s %9.2f %9s %9.0f %9.0f   %.0f / %.0f\n", "RPO (acknowledged ops lost)", r.RPO.Mean, "", r.RPO.P99, r.RPO.Max, p.RPOMean, p.RPOP99)
 	fmt.Fprintf(&b, "%-34s %9.4f %39s\n", "failed over within 60 s", r.FailedOverWithin60s, fmt.Sprintf("> %.2f", p.Within60s))
 	fmt.Fprintf(&b, "%-34s %9.3f %39s\n", "steady register writes/partition/h", r.SteadyRegisterWritesPerPartHr, "0 (heartbeats write nothing)")
@@ -251,5 +316,8 @@ func (r *FailoverReport) Table() string {
 	}
 	fmt.Fprintf(&b, "%-34s %9d of %d full copy (%s), caught up in %.1f s\n", "re-sync bytes", r.ResyncBytes, r.FullCopyBytes, full, r.ResyncSeconds)
 	fmt.Fprintf(&b, "%-34s %9d (false progress ops set aside: %d)\n", "register writes (all)", r.RegisterWrites, r.FalseProgressOps)
+	fmt.Fprintf(&b, "%-34s %9d queries, TTL %.0f s, resolver serve-stale %.0f s: %d stale served, %d older answers refused\n", "dns",
+		r.DNS.Queries, r.DNSTTLSeconds, r.DNSStaleSeconds, r.DNS.StaleServed, r.DNS.RefusedOlder)
+	fmt.Fprintf(&b, "write recovery: %s\n", r.WriteRecoveryMeasures)
 	return b.String()
 }

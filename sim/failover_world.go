@@ -74,6 +74,8 @@ type foWorld struct {
 	parts   []foPart
 	clients []*foClient
 	rng     *rand.Rand
+	// dns is the simulated DNS path the clients route through.
+	dns *foDNS
 
 	// reg is the newest committed register value of each partition seen
 	// anywhere (results and reads are committed values).
@@ -226,6 +228,9 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 		e.w.Attach(int32(i), n)
 	}
 	fw.makeClients()
+	if fw.dns, err = newFoDNS(fw, cfg.DNSTTL, cfg.DNSStale); err != nil {
+		return nil, err
+	}
 	return fw, nil
 }
 
@@ -328,6 +333,9 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, byCAS bool, 
 	}
 	old := *r
 	r.have, r.version, r.state = true, version, s
+	if fw.dns != nil {
+		fw.dns.committed(i, version, s)
+	}
 	if byCAS && old.have {
 		fw.m.registerWrite(fw, i, old.state, s, at)
 	}

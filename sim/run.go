@@ -45,6 +45,11 @@ type Config struct {
 	Partitions      int
 	FailoverProfile string
 	Outage          time.Duration
+	// DNSTTL and DNSStale shape the failover scenarios' DNS path: the
+	// records' TTL (0: 5 s, the server's default) and how long past it a
+	// client's resolver keeps serving an answer (0: 10 s).
+	DNSTTL   time.Duration
+	DNSStale time.Duration
 	// testDoublePromote is a test hook of the failover scenarios: the
 	// one-writer-per-epoch checker must fire.
 	testDoublePromote bool

@@ -270,6 +270,7 @@ func (d *foDrill) faultStart(f foFault) {
 	} else {
 		w.Links.Apply(d.cut, +1)
 	}
+	fw.startProbes()
 }
 
 // faultRun lets the fault last until the given time: the isolation

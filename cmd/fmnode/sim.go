@@ -61,6 +61,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	partitions := fs.Int("partitions", 0, "failover scenarios: partitions (0: region-outage 4300, the paper's drill; others 60)")
 	profile := fs.String("profile", "", "failover scenarios: timing profile paper or fast (default paper)")
 	outage := fs.Duration("outage", 0, "failover scenarios: how long the fault lasts (0: region-outage 30m, others 3m)")
+	dnsTTL := fs.Duration("dns-ttl", 0, "failover scenarios: TTL of the simulated DNS records (0: 5s, the server's default)")
+	dnsStale := fs.Duration("dns-stale", 0, "failover scenarios: how long past the TTL a client's resolver serves an answer (0: 10s)")
 	fs.Usage = func() { simUsage(fs) }
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -107,6 +109,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Duration: *duration, LivenessBound: *liveness, Keys: *keys, Proposers: *proposers,
 		Interval: *interval, DisableFastPath: *noFast, OutDir: *out, CheckTimeout: *checkTimeout, Logger: logger,
 		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage,
+		DNSTTL: *dnsTTL, DNSStale: *dnsStale,
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,
 		Workers: *workers, FaultsInjected: make(map[string]uint64), FailedSeeds: []uint64{}}

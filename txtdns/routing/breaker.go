@@ -208,6 +208,30 @@ func (b *Breakers) Failure(p uint32, region string, now time.Time) {
 	}
 }
 
+// Trip opens the breaker at once (for OpenFor), whatever its failure
+// count: the caller has other evidence that the region is out (a live
+// replica confirmed it is still the write region the request failed to
+// reach). An open breaker's window is extended.
+func (b *Breakers) Trip(p uint32, region string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := breakerKey{p, region}
+	br := b.m[k]
+	if br == nil {
+		if len(b.m) >= b.cfg.MaxBreakers {
+			b.dropClosedLocked()
+			if len(b.m) >= b.cfg.MaxBreakers {
+				return
+			}
+		}
+		br = &breaker{}
+		b.m[k] = br
+		b.counts[Closed]++
+	}
+	b.setState(p, region, br, Open)
+	br.openUntil = later(br.openUntil, now.Add(b.cfg.OpenFor))
+}
+
 // Release gives back a half-open probe that ended without a verdict (the
 // caller's context ended), so another request may probe.
 func (b *Breakers) Release(p uint32, region string) {

@@ -53,6 +53,11 @@ type Config struct {
 	// Defaults 100 ms and 2 s.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
+	// RedirectPoll caps the wait after a redirect that tells nothing new
+	// (a live replica still names the write region that failed): the
+	// client polls live replicas at most this far apart until one knows
+	// the new epoch. Default 500 ms.
+	RedirectPoll time.Duration
 	// AttemptTimeout, if set, bounds each call of the operation.
 	AttemptTimeout time.Duration
 
@@ -111,63 +116,8 @@ func (c *Config) setDefaults() error {
 		}
 		c.Partitioner = hp
 	}
-	if len(c.PreferredRegions) > txtdns.MaxRegions {
-		return configErr("PreferredRegions", "%d regions, at most %d", len(c.PreferredRegions), txtdns.MaxRegions)
-	}
-	for _, r := range c.PreferredRegions {
-		if err := txtdns.ValidateRegion(r); err != nil {
-			return configErr("PreferredRegions", "%v", err)
-		}
-	}
-	ints := []struct {
-		name     string
-		v        *int
-		def, max int
-	}{
-		{"MaxAttempts", &c.MaxAttempts, DefaultMaxAttempts, 100},
-		{"MaxRedirects", &c.MaxRedirects, DefaultMaxRedirects, 100},
-		{"MaxRunOffer", &c.MaxRunOffer, DefaultMaxRunOffer, 1 << 16},
-	}
-	for _, f := range ints {
-		if *f.v == 0 {
-			*f.v = f.def
-		}
-		if *f.v < 1 || *f.v > f.max {
-			return configErr(f.name, "%d: must be in [1, %d]", *f.v, f.max)
-		}
-	}
-	durs := []struct {
-		name     string
-		v        *time.Duration
-		def, max time.Duration
-	}{
-		{"BackoffBase", &c.BackoffBase, DefaultBackoffBase, time.Minute},
-		{"BackoffMax", &c.BackoffMax, DefaultBackoffMax, time.Hour},
-		{"MinTTL", &c.MinTTL, DefaultMinTTL, time.Hour},
-		{"MaxTTL", &c.MaxTTL, DefaultMaxTTL, 24 * time.Hour},
-		{"RedirectTTL", &c.RedirectTTL, DefaultRedirectTTL, time.Hour},
-		{"MaxStale", &c.MaxStale, DefaultMaxStale, 24 * time.Hour},
-		{"MinRefreshInterval", &c.MinRefreshInterval, DefaultMinRefreshInterval, time.Minute},
-	}
-	for _, f := range durs {
-		if *f.v == 0 {
-			*f.v = f.def
-		}
-		if *f.v < time.Millisecond || *f.v > f.max {
-			return configErr(f.name, "%v: must be in [1ms, %v]", *f.v, f.max)
-		}
-	}
-	if c.BackoffMax < c.BackoffBase {
-		return configErr("BackoffMax", "%v is below BackoffBase %v", c.BackoffMax, c.BackoffBase)
-	}
-	if c.MaxTTL < c.MinTTL {
-		return configErr("MaxTTL", "%v is below MinTTL %v", c.MaxTTL, c.MinTTL)
-	}
 	if c.AttemptTimeout < 0 || c.AttemptTimeout > time.Hour {
 		return configErr("AttemptTimeout", "%v: must be in [0, 1h]", c.AttemptTimeout)
-	}
-	if err := c.Breaker.setDefaults(); err != nil {
-		return err
 	}
 	if c.Clock == nil {
 		c.Clock = txtdns.SystemClock{}
@@ -181,7 +131,27 @@ func (c *Config) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	rc := c.routerConfig()
+	if err := rc.setDefaults(); err != nil {
+		return err
+	}
+	c.MaxAttempts, c.MaxRedirects, c.MaxRunOffer = rc.MaxAttempts, rc.MaxRedirects, rc.MaxRunOffer
+	c.BackoffBase, c.BackoffMax, c.RedirectPoll = rc.BackoffBase, rc.BackoffMax, rc.RedirectPoll
+	c.MinTTL, c.MaxTTL, c.RedirectTTL = rc.MinTTL, rc.MaxTTL, rc.RedirectTTL
+	c.MaxStale, c.MinRefreshInterval, c.Breaker = rc.MaxStale, rc.MinRefreshInterval, rc.Breaker
 	return nil
+}
+
+// routerConfig is the part of the configuration the Router applies.
+func (c *Config) routerConfig() RouterConfig {
+	return RouterConfig{
+		Partitions: c.Partitioner.Partitions(), PreferredRegions: c.PreferredRegions,
+		MaxAttempts: c.MaxAttempts, MaxRedirects: c.MaxRedirects,
+		BackoffBase: c.BackoffBase, BackoffMax: c.BackoffMax, RedirectPoll: c.RedirectPoll,
+		MinTTL: c.MinTTL, MaxTTL: c.MaxTTL, RedirectTTL: c.RedirectTTL, MaxStale: c.MaxStale,
+		MinRefreshInterval: c.MinRefreshInterval, MaxRunOffer: c.MaxRunOffer, Breaker: c.Breaker,
+		Retryable: c.Retryable, IsStaleRead: c.IsStaleRead, Rand: c.Rand,
+	}
 }
 
 // Target is where one attempt of an operation goes.
@@ -221,7 +191,7 @@ type Client struct {
 	res      TXTResolver
 	part     Partitioner
 	clock    txtdns.Clock
-	backoff  Backoff
+	router   *Router
 	cache    *Cache
 	breakers *Breakers
 	log      *slog.Logger
@@ -251,17 +221,11 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	cache, err := NewCache(cfg.Partitioner.Partitions())
-	if err != nil {
-		return nil, err
-	}
 	c := &Client{
 		zone:    cfg.Zone,
 		res:     cfg.Resolver,
 		part:    cfg.Partitioner,
 		clock:   cfg.Clock,
-		backoff: Backoff{Base: cfg.BackoffBase, Max: cfg.BackoffMax, Rand: cfg.Rand},
-		cache:   cache,
 		log:     cfg.Logger,
 		m:       newClientMetrics(cfg.Registerer),
 		names:   make(map[string]string),
@@ -282,10 +246,13 @@ func New(cfg Config) (*Client, error) {
 			userHook(p, region, from, to)
 		}
 	}
-	c.breakers, err = NewBreakers(cfg.Breaker)
+	rc := cfg.routerConfig()
+	rc.Observer = c.m
+	router, err := NewRouter(rc)
 	if err != nil {
 		return nil, err
 	}
+	c.router, c.cache, c.breakers = router, router.Cache(), router.Breakers()
 	c.cfg = cfg
 	return c, nil
 }
@@ -298,6 +265,9 @@ func (c *Client) Cache() *Cache { return c.cache }
 
 // Breakers exposes the circuit breakers.
 func (c *Client) Breakers() *Breakers { return c.breakers }
+
+// Router exposes the routing core the client drives.
+func (c *Client) Router() *Router { return c.router }
 
 // Route returns the route of key's partition, from the cache when fresh.
 func (c *Client) Route(ctx context.Context, key string) (Entry, error) {
@@ -319,7 +289,7 @@ func (c *Client) WriteEndpoint(ctx context.Context, key string) (Target, error) 
 		c.m.hits.inc(p)
 	} else {
 		var err error
-		if e, err = c.resolveRoute(ctx, p, e, ok, now); err != nil {
+		if e, err = c.route(ctx, p, false); err != nil {
 			return Target{}, err
 		}
 	}
@@ -335,7 +305,7 @@ func (c *Client) ObserveRedirect(err error) bool {
 		return false
 	}
 	p, epoch, region := rd.RedirectTo()
-	return c.applyRedirect(p, epoch, region).Accepted()
+	return c.router.Redirect(p, epoch, c.intern(region), c.clock.Now()).Accepted()
 }
 
 // Do runs a write of key: op is called with the partition's write region,
@@ -356,7 +326,7 @@ func (c *Client) Read(ctx context.Context, key string, o ReadOptions, op Op) err
 //   - a Redirect to a newer epoch: the cache moves at once and the next
 //     attempt goes to the new write region without waiting (at most
 //     MaxRedirects times); a redirect that tells nothing new counts as a
-//     failed attempt;
+//     failed attempt and waits at most RedirectPoll;
 //   - a StaleRead: the next candidate region is tried at once;
 //   - a Permanent error (or one Retryable rejects), or the end of ctx:
 //     returned as is;
@@ -405,116 +375,71 @@ type Step struct {
 	Err  error
 }
 
-// Call is the routing state of one operation, a state machine its driver
-// steps: Next says where the next attempt goes (or how long to wait, or
-// that the operation failed); Report feeds back the attempt's result and
-// says how long to back off and whether the operation is over. It starts
-// no goroutines, never sleeps and reads time only through the client's
-// clock; it does I/O only when Next must resolve a route from DNS (none with
-// an in-memory resolver). Exec drives a Call with real sleeps; the
-// simulator drives it from its event loop. A Call is not safe for
-// concurrent use.
+// Call is the routing state of one operation as the Client drives it: the
+// router's Operation plus the I/O it asks for (DNS resolutions and region
+// endpoints through the client's resolver). Next says where the next
+// attempt goes (or how long to wait, or that the operation is over);
+// Report feeds back the attempt's result and says how long to back off
+// and whether the operation is over. It starts no goroutines, never
+// sleeps and reads time only through the client's clock. Exec drives a
+// Call with sleeps; a driver with its own event loop (the simulator)
+// drives a Router's Operation directly. A Call is not safe for concurrent
+// use.
 type Call struct {
-	c         *Client
-	p         uint32
-	req       Request
-	tried     triedSet
-	candBuf   [maxCandidates]string
-	attempts  int
-	redirects int
-	steps     int
-	force     bool
-	last      error
-	region    string // the region of the attempt in flight
-	inFlight  bool
-	done      bool
-	final     error
+	c   *Client
+	req Request
+	op  Operation
 }
 
 // NewCall starts routing one operation of key.
 func (c *Client) NewCall(key string, req Request) *Call {
-	return &Call{c: c, p: c.part.Partition(key), req: req}
+	return &Call{c: c, req: req, op: c.router.Begin(c.part.Partition(key), req)}
 }
 
 // Partition returns the operation's partition.
-func (call *Call) Partition() uint32 { return call.p }
-
-// finish ends the call with err.
-func (call *Call) finish(err error) Step {
-	call.done, call.final = true, err
-	return Step{Done: true, Err: err}
-}
-
-func (call *Call) exhausted(last error) error {
-	call.c.m.exhausted.Inc()
-	return &ExhaustedError{Partition: call.p, Attempts: call.attempts, Redirects: call.redirects, Last: last}
-}
-
-// fail records a failed attempt (or a failure to make one) and returns
-// the backoff, or the final error when the attempts are spent.
-func (call *Call) fail(err error) (time.Duration, error) {
-	call.last = err
-	call.attempts++
-	if call.attempts >= call.c.cfg.MaxAttempts {
-		return 0, call.exhausted(err)
-	}
-	call.c.m.retries.Inc()
-	return call.c.backoff.Delay(call.attempts), nil
-}
+func (call *Call) Partition() uint32 { return call.op.Partition() }
 
 // Next returns the next step. ctx bounds a DNS resolution it may need.
 func (call *Call) Next(ctx context.Context) Step {
-	c := call.c
-	if call.done {
-		return Step{Done: true, Err: call.final}
-	}
-	if call.inFlight {
-		return call.finish(errors.New("routing: Call.Next before Report"))
+	c, p := call.c, call.op.Partition()
+	if done, err := call.op.Finished(); done {
+		return Step{Done: true, Err: err}
 	}
 	if err := ctx.Err(); err != nil {
-		return call.finish(err)
+		return stepOf(call.op.Cancel(err))
 	}
-	// An absolute bound: every step counts an attempt, a redirect, or a
-	// stale read that marks one more region tried.
-	call.steps++
-	if call.steps > (c.cfg.MaxAttempts+c.cfg.MaxRedirects+1)*(maxCandidates+1) {
-		return call.finish(call.exhausted(call.last))
-	}
-	e, err := c.route(ctx, call.p, call.force)
-	call.force = false
-	if err != nil {
-		if ctx.Err() != nil {
-			return call.finish(ctx.Err())
+	d := call.op.Next(c.clock.Now())
+	// At most three rounds: a resolution, then a send that may fail.
+	for range 3 {
+		switch d.Action {
+		case ActResolve:
+			e, err := c.pflight.do(ctx, p, c.resolvePartition)
+			if ctx.Err() != nil {
+				return stepOf(call.op.Cancel(ctx.Err()))
+			}
+			d = call.op.Resolved(c.clock.Now(), e, err)
+		case ActSend:
+			now := c.clock.Now()
+			t, err := c.target(ctx, p, d.Entry, d.Region, call.req, d.Attempt, now)
+			if err == nil {
+				return Step{Target: t}
+			}
+			if ctx.Err() != nil {
+				return stepOf(call.op.Cancel(ctx.Err()))
+			}
+			d = call.op.Unsent(now, err)
+		default:
+			return stepOf(d)
 		}
-		if errors.Is(err, ErrUnknownPartition) {
-			return call.finish(err)
-		}
-		return call.waitOrFinish(call.fail(err))
 	}
-	cands := Candidates(call.candBuf[:], *e, call.req, c.cfg.PreferredRegions)
-	region, ok := c.pick(call.p, cands, &call.tried)
-	if !ok {
-		return call.waitOrFinish(call.fail(fmt.Errorf("%w: partition %d", ErrCircuitOpen, call.p)))
-	}
-	now := c.clock.Now()
-	t, err := c.target(ctx, call.p, e, region, call.req, call.attempts+call.redirects+1, now)
-	if err != nil {
-		c.breakers.Release(call.p, region)
-		if ctx.Err() != nil {
-			return call.finish(ctx.Err())
-		}
-		call.tried.add(region)
-		return call.waitOrFinish(call.fail(err))
-	}
-	call.region, call.inFlight = region, true
-	return Step{Target: t}
+	return stepOf(call.op.Cancel(errors.New("routing: Call.Next did not settle")))
 }
 
-func (call *Call) waitOrFinish(wait time.Duration, err error) Step {
-	if err != nil {
-		return call.finish(err)
+func stepOf(d Decision) Step {
+	if d.Action == ActDone {
+		return Step{Done: true, Err: d.Err}
 	}
-	return Step{Wait: wait}
+	return Step{Wait: d.Wait}
 }
 
 // Report feeds back the result of the attempt Next returned: the session
@@ -527,7 +452,7 @@ func (call *Call) waitOrFinish(wait time.Duration, err error) Step {
 //   - a Redirect to a newer epoch: the cache moves at once and the next
 //     attempt goes to the new write region without waiting (at most
 //     MaxRedirects times); a redirect that tells nothing new counts as a
-//     failed attempt;
+//     failed attempt and waits at most RedirectPoll;
 //   - a StaleRead: the next candidate region at once (a backoff once all
 //     were tried);
 //   - a Permanent error (or one Retryable rejects), or the end of ctx: done;
@@ -535,80 +460,20 @@ func (call *Call) waitOrFinish(wait time.Duration, err error) Step {
 //     refresh, a backoff, and the next candidate region.
 func (call *Call) Report(ctx context.Context, tok SessionToken, opErr error) (wait time.Duration, done bool, err error) {
 	c := call.c
-	if call.done {
-		return 0, true, call.final
+	if fin, err := call.op.Finished(); fin {
+		return 0, true, err
 	}
-	if !call.inFlight {
-		return 0, true, call.finish(errors.New("routing: Call.Report without an attempt")).Err
+	if cls := c.router.Classify(opErr); ctx.Err() != nil && (cls == AttemptFailure || cls == AttemptPermanent) {
+		call.op.Cancel(opErr)
+		return 0, true, opErr
 	}
-	call.inFlight = false
-	p, region := call.p, call.region
-	result := func(wait time.Duration, err error) (time.Duration, bool, error) {
-		if err != nil {
-			call.finish(err)
-			return 0, true, err
+	v := call.op.Report(c.clock.Now(), opErr)
+	if v.Class == AttemptOK && v.Done && v.Err == nil && call.req.Session != nil {
+		if err := call.req.Session.Observe(call.op.Partition(), tok); err != nil {
+			c.log.Warn("session token dropped", "partition", call.op.Partition(), "err", err)
 		}
-		return wait, false, nil
 	}
-	switch c.classify(ctx, opErr) {
-	case attemptOK:
-		c.m.attempts[attemptOK].Inc()
-		c.breakers.Success(p, region)
-		if call.req.Session != nil {
-			if err := call.req.Session.Observe(p, tok); err != nil {
-				c.log.Warn("session token dropped", "partition", p, "err", err)
-			}
-		}
-		call.finish(nil)
-		return 0, true, nil
-	case attemptRedirect:
-		c.m.attempts[attemptRedirect].Inc()
-		c.breakers.Success(p, region)
-		var rd Redirect
-		errors.As(opErr, &rd)
-		rp, epoch, to := rd.RedirectTo()
-		out := RejectedOlder
-		if rp == p {
-			out = c.applyRedirect(rp, epoch, to)
-		}
-		call.last = opErr
-		if out == Inserted || out == Updated {
-			call.redirects++
-			if call.redirects > c.cfg.MaxRedirects {
-				return result(0, call.exhausted(fmt.Errorf("%w: %w", ErrTooManyRedirects, opErr)))
-			}
-			call.tried = triedSet{}
-			return 0, false, nil
-		}
-		// Nothing new (the failover has not happened yet): wait.
-		call.tried.add(region)
-		return result(call.fail(opErr))
-	case attemptStaleRead:
-		c.m.attempts[attemptStaleRead].Inc()
-		c.breakers.Success(p, region)
-		call.last = opErr
-		call.tried.add(region)
-		var buf [maxCandidates]string
-		if e, ok := c.cache.Get(p); !ok || call.tried.covers(Candidates(buf[:], *e, call.req, c.cfg.PreferredRegions)) {
-			call.tried = triedSet{}
-			return result(call.fail(opErr))
-		}
-		return 0, false, nil
-	case attemptCanceled:
-		c.m.attempts[attemptCanceled].Inc()
-		c.breakers.Release(p, region)
-		return result(0, opErr)
-	case attemptPermanent:
-		c.m.attempts[attemptPermanent].Inc()
-		c.breakers.Success(p, region)
-		return result(0, opErr)
-	default:
-		c.m.attempts[attemptFailure].Inc()
-		c.breakers.Failure(p, region, c.clock.Now())
-		call.tried.add(region)
-		call.force = true
-		return result(call.fail(opErr))
-	}
+	return v.Wait, v.Done, v.Err
 }
 
 func (c *Client) call(ctx context.Context, op Op, t Target) (SessionToken, error) {
@@ -620,89 +485,23 @@ func (c *Client) call(ctx context.Context, op Op, t Target) (SessionToken, error
 	return op(actx, t)
 }
 
-func (c *Client) classify(ctx context.Context, err error) int {
-	if err == nil {
-		return attemptOK
-	}
-	var rd Redirect
-	if errors.As(err, &rd) {
-		return attemptRedirect
-	}
-	var sr StaleRead
-	if errors.As(err, &sr) && sr.StaleRead() || c.cfg.IsStaleRead != nil && c.cfg.IsStaleRead(err) {
-		return attemptStaleRead
-	}
-	if ctx.Err() != nil {
-		return attemptCanceled
-	}
-	var pe *PermanentError
-	if errors.As(err, &pe) {
-		return attemptPermanent
-	}
-	if c.cfg.Retryable != nil && !c.cfg.Retryable(err) {
-		return attemptPermanent
-	}
-	return attemptFailure
-}
-
-// pick returns the first candidate not yet tried whose breaker allows a
-// request; when every candidate was tried, the first one allowed.
-func (c *Client) pick(p uint32, cands []string, tried *triedSet) (string, bool) {
-	now := c.clock.Now()
-	for pass := range 2 {
-		for _, r := range cands {
-			if pass == 0 && tried.has(r) {
-				continue
-			}
-			if c.breakers.Allow(p, r, now) {
-				return r, true
-			}
-		}
-	}
-	return "", false
-}
-
-func (c *Client) applyRedirect(p uint32, epoch uint64, region string) Outcome {
-	if txtdns.ValidateRegion(region) != nil || epoch == 0 || p >= c.part.Partitions() {
-		c.m.redirects[RejectedOlder].Inc()
-		return RejectedOlder
-	}
-	now := c.clock.Now()
-	out := c.cache.Redirect(p, epoch, c.intern(region), now.Add(c.cfg.RedirectTTL), now)
-	c.m.redirects[out].Inc()
-	return out
-}
-
 // route returns partition p's route: from the cache if fresh (and not
 // forced), else from DNS; if DNS fails, a cached route up to MaxStale past
 // its expiry.
 func (c *Client) route(ctx context.Context, p uint32, force bool) (*Entry, error) {
 	now := c.clock.Now()
-	e, ok := c.cache.Get(p)
-	if ok && (e.Fresh(now) && !force || force && now.Sub(e.Checked) < c.cfg.MinRefreshInterval) {
-		c.m.hits.inc(p)
+	if e, ok := c.router.Lookup(p, force, now); ok {
 		return e, nil
-	}
-	return c.resolveRoute(ctx, p, e, ok, now)
-}
-
-// resolveRoute is route's slow path: cached (e, ok) is missing or stale.
-func (c *Client) resolveRoute(ctx context.Context, p uint32, e *Entry, ok bool, now time.Time) (*Entry, error) {
-	if ok {
-		c.m.lookups[lookupExpired].Inc()
-	} else {
-		c.m.lookups[lookupMiss].Inc()
 	}
 	fresh, err := c.pflight.do(ctx, p, c.resolvePartition)
 	if err == nil {
 		return fresh, nil
 	}
-	if ok && !errors.Is(err, ErrUnknownPartition) && now.Before(e.Expires.Add(c.cfg.MaxStale)) {
-		c.m.lookups[lookupStaleServed].Inc()
-		c.log.Debug("serving stale route", "partition", p, "err", err)
-		return e, nil
+	e, err := c.router.Fallback(p, err, now)
+	if err == nil {
+		c.log.Debug("serving stale route", "partition", p)
 	}
-	return nil, err
+	return e, err
 }
 
 func (c *Client) resolvePartition(ctx context.Context, p uint32) (*Entry, error) {
@@ -745,31 +544,13 @@ func (c *Client) resolvePartition(ctx context.Context, p uint32) (*Entry, error)
 	return nil, fmt.Errorf("%w: %s has no valid record for partition %d", ErrBadAnswer, name, p)
 }
 
-// offerRun offers every partition of run (within the partition count, and
-// only p if the run is longer than MaxRunOffer) to the cache; it returns
-// the outcome for p (or for the last partition when p is not in run).
+// offerRun interns the run's region names and offers it to the router.
 func (c *Client) offerRun(run txtdns.Run, ttl time.Duration, now time.Time, p uint32) Outcome {
 	run.WriteRegion = c.intern(run.WriteRegion)
 	for i, r := range run.Priority {
 		run.Priority[i] = c.intern(r)
 	}
-	expires := now.Add(min(max(ttl, c.cfg.MinTTL), c.cfg.MaxTTL))
-	lo, hi := uint64(run.Lo), min(uint64(run.Hi), uint64(c.part.Partitions())-1)
-	if run.Len() > uint64(c.cfg.MaxRunOffer) {
-		if !run.Contains(p) {
-			return RejectedFull
-		}
-		lo, hi = uint64(p), uint64(p)
-	}
-	out := RejectedFull
-	for q := lo; q <= hi; q++ {
-		o := c.cache.Offer(run.Route(uint32(q)), expires, now)
-		c.m.answers[o].Inc()
-		if uint32(q) == p || q == hi {
-			out = o
-		}
-	}
-	return out
+	return c.router.OfferRun(run, ttl, now, p)
 }
 
 // target builds the Target for an attempt at region.
@@ -952,36 +733,4 @@ func (c *Client) intern(s string) string {
 		c.names[s] = s
 	}
 	return s
-}
-
-// triedSet is the small set of regions one operation has tried.
-type triedSet struct {
-	regions [maxCandidates]string
-	n       int
-}
-
-func (t *triedSet) has(r string) bool {
-	for _, x := range t.regions[:t.n] {
-		if x == r {
-			return true
-		}
-	}
-	return false
-}
-
-func (t *triedSet) add(r string) {
-	if t.has(r) || t.n == len(t.regions) {
-		return
-	}
-	t.regions[t.n] = r
-	t.n++
-}
-
-func (t *triedSet) covers(cands []string) bool {
-	for _, r := range cands {
-		if !t.has(r) {
-			return false
-		}
-	}
-	return true
 }

@@ -48,12 +48,14 @@
 //
 // # Determinism
 //
-// Cache, Breakers, Candidates and Backoff are pure: no goroutines, no
-// clock reads (callers pass now), randomness from an injected Rand. An
-// operation's retry logic is a state machine, Call: Next says where the
-// next attempt goes (or how long to wait), Report takes its result and
-// says how long to back off. Exec drives a Call with real sleeps; the
-// simulator drives it from its event loop with a virtual txtdns.Clock and
-// an in-memory resolver (AuthorityResolver over the simulated publisher).
-// Client starts no goroutines.
+// The routing rules live in a pure core, Router: the Cache, the Breakers,
+// Candidates and Backoff, and Operation, the state machine of one
+// operation (Next says whether to resolve, send an attempt to a region or
+// wait; Resolved, Report and Unsent feed back what happened). It starts no
+// goroutines, reads no clock (callers pass now), takes randomness from an
+// injected Rand and does no I/O. The Client drives it with its resolver,
+// region records and sleeps (Call, Exec); the simulator drives the same
+// Router from its event loop, with DNS answers and data-plane replies
+// carried by its simulated network, so what the simulator measures is
+// what the Client does. Client starts no goroutines.
 package routing

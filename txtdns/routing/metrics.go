@@ -35,29 +35,47 @@ const (
 	numResolveResults
 )
 
-// attempt outcomes
-const (
-	attemptOK = iota
-	attemptRedirect
-	attemptStaleRead
-	attemptFailure
-	attemptPermanent
-	attemptCanceled
-	numAttemptOutcomes
-)
-
 type clientMetrics struct {
 	hits        *stripedCounter
 	lookups     [numLookupResults]prometheus.Counter
 	resolves    [numKinds][numResolveResults]prometheus.Counter
 	answers     [numOutcomes]prometheus.Counter
 	redirects   [numOutcomes]prometheus.Counter
-	attempts    [numAttemptOutcomes]prometheus.Counter
+	attempts    [numAttemptClasses]prometheus.Counter
 	retries     prometheus.Counter
 	exhausted   prometheus.Counter
 	transitions [numBreakerStates]prometheus.Counter
 	breakers    [numBreakerStates]prometheus.Gauge
 }
+
+// Lookup implements RouterObserver.
+func (m *clientMetrics) Lookup(p uint32, r LookupResult) {
+	switch r {
+	case LookupHit:
+		m.hits.inc(p)
+	case LookupMiss:
+		m.lookups[lookupMiss].Inc()
+	case LookupExpired:
+		m.lookups[lookupExpired].Inc()
+	case LookupStaleServed:
+		m.lookups[lookupStaleServed].Inc()
+	}
+}
+
+// Answer implements RouterObserver.
+func (m *clientMetrics) Answer(o Outcome) { m.answers[min(o, numOutcomes-1)].Inc() }
+
+// Redirect implements RouterObserver.
+func (m *clientMetrics) Redirect(o Outcome) { m.redirects[min(o, numOutcomes-1)].Inc() }
+
+// Attempt implements RouterObserver.
+func (m *clientMetrics) Attempt(c AttemptClass) { m.attempts[min(c, numAttemptClasses-1)].Inc() }
+
+// Retry implements RouterObserver.
+func (m *clientMetrics) Retry() { m.retries.Inc() }
+
+// Exhausted implements RouterObserver.
+func (m *clientMetrics) Exhausted() { m.exhausted.Inc() }
 
 func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
 	lookups := promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -126,7 +144,7 @@ func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
 		m.answers[o] = answers.WithLabelValues(o.String())
 		m.redirects[o] = redirects.WithLabelValues(o.String())
 	}
-	for i, n := range [numAttemptOutcomes]string{"ok", "redirect", "stale_read", "failure", "permanent", "canceled"} {
+	for i, n := range [numAttemptClasses]string{"ok", "redirect", "stale_read", "failure", "permanent", "canceled"} {
 		m.attempts[i] = attempts.WithLabelValues(n)
 	}
 	for s := range numBreakerStates {

@@ -1,0 +1,407 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fmnode/fmnode/caspaxos"
+	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/txtdns"
+	"github.com/fmnode/fmnode/txtdns/routing"
+)
+
+// The simulated DNS path of the failover scenarios: the register watch
+// (fed every committed value the world learns) drives one txtdns.Publisher
+// per data region over the simulated network; each client region has a
+// caching resolver that queries the publishers and may serve an answer
+// past its TTL (a stale epoch); the clients of a region share one
+// routing.Router (the application's SDK in that region), the same core
+// the runtime routing.Client drives.
+const (
+	// DefaultDNSTTL is the records' TTL, the real server's default.
+	DefaultDNSTTL = txtdns.DefaultTTL
+	// DefaultDNSStale is how long past its TTL a resolver keeps serving
+	// an answer while it refreshes it (serve-stale).
+	DefaultDNSStale = 10 * time.Second
+	foDNSZone       = "fm.sim."
+	// foDNSTimeout bounds a client's query and a resolver's fetch from
+	// one publisher (then it asks the next region's).
+	foDNSTimeout = time.Second
+	// foDNSMaxPending bounds the DNS messages in flight.
+	foDNSMaxPending = 1 << 20
+	foDNSMaxStale   = time.Hour
+)
+
+// foTimeBase maps virtual time to the time.Time the routing core and the
+// publisher take.
+var foTimeBase = time.Unix(1_700_000_000, 0).UTC()
+
+func foTime(d time.Duration) time.Time { return foTimeBase.Add(d) }
+
+// foClock is the virtual clock as a txtdns.Clock (the publisher's lag).
+type foClock struct{ fw *foWorld }
+
+func (c foClock) Now() time.Time { return foTime(c.fw.now()) }
+
+func (c foClock) Sleep(context.Context, time.Duration) error {
+	return fmt.Errorf("sim: the virtual clock does not sleep")
+}
+
+type foDNSKind uint8
+
+const (
+	dnsFeed      foDNSKind = iota + 1 // a route to publisher `pub`
+	dnsQuery                          // client -> its resolver
+	dnsFetch                          // resolver -> publisher `pub`
+	dnsFetchBack                      // publisher -> resolver, with the answer
+	dnsFetchTimeout
+	dnsAnswer // resolver -> client
+	dnsClientTimeout
+)
+
+// foDNSMsg is one DNS event in flight.
+type foDNSMsg struct {
+	kind   foDNSKind
+	pub    int   // publisher region
+	res    int32 // resolver node
+	part   int
+	client int32 // -1: a resolver's background refresh
+	tag    uint64
+	route  txtdns.Route
+	ans    txtdns.TXTAnswer
+	err    error
+	tries  int
+}
+
+type foResEntry struct {
+	ans        txtdns.TXTAnswer
+	expires    time.Duration
+	fetchGen   uint64
+	refreshing bool
+	have       bool
+}
+
+// foResolver is the caching resolver on one node (the clients standing on
+// the node use it).
+type foResolver struct {
+	cache []foResEntry // by partition, allocated on first use
+}
+
+// foDNSStats counts what the DNS path did.
+type foDNSStats struct {
+	Queries       uint64 `json:"queries"`
+	ResolverHits  uint64 `json:"resolver_hits"`
+	StaleServed   uint64 `json:"stale_served"`
+	Fetches       uint64 `json:"fetches"`
+	RefusedOlder  uint64 `json:"answers_refused_older"`
+	ClientTimeout uint64 `json:"client_timeouts"`
+}
+
+type foDNS struct {
+	fw         *foWorld
+	ttl, stale time.Duration
+	watch      *caspaxos.Watch
+	sub        caspaxos.SubID
+	pubs       []*txtdns.Publisher
+	pubMissed  []bool // a feed was lost while the publisher was down
+	res        []foResolver
+	routers    []*routing.Router
+	msgs       []foDNSMsg
+	free       []int32
+	stats      foDNSStats
+	// epochSeen is the newest epoch each router has cached per partition:
+	// the check that no answer ever moves a client back.
+	epochSeen [][]uint64
+}
+
+func newFoDNS(fw *foWorld, ttl, stale time.Duration) (*foDNS, error) {
+	if ttl == 0 {
+		ttl = DefaultDNSTTL
+	}
+	if ttl < time.Second || ttl > txtdns.MaxTTL || ttl%time.Second != 0 {
+		return nil, fmt.Errorf("%w: DNSTTL %v: whole seconds in [1s, %v]", ErrConfig, ttl, txtdns.MaxTTL)
+	}
+	if stale == 0 {
+		stale = DefaultDNSStale
+	}
+	if stale < 0 || stale > foDNSMaxStale {
+		return nil, fmt.Errorf("%w: DNSStale %v: in [0, %v]", ErrConfig, stale, foDNSMaxStale)
+	}
+	watch, err := caspaxos.NewWatch(1, 64)
+	if err != nil {
+		return nil, fmt.Errorf("sim: dns watch: %w", err)
+	}
+	d := &foDNS{fw: fw, ttl: ttl, stale: stale, watch: watch}
+	d.sub = watch.Subscribe("", 0)
+	nr := len(fw.regions)
+	for r := 0; r < nr; r++ {
+		pub, err := txtdns.NewPublisher(txtdns.PublisherConfig{Zone: foDNSZone, TTL: ttl, MaxPartitions: len(fw.parts), Clock: foClock{fw}})
+		if err != nil {
+			return nil, fmt.Errorf("sim: dns publisher: %w", err)
+		}
+		d.pubs = append(d.pubs, pub)
+		rt, err := routing.NewRouter(routing.RouterConfig{Partitions: uint32(len(fw.parts)), Rand: fw.rng})
+		if err != nil {
+			return nil, fmt.Errorf("sim: router: %w", err)
+		}
+		d.routers = append(d.routers, rt)
+		d.epochSeen = append(d.epochSeen, make([]uint64, len(fw.parts)))
+	}
+	d.pubMissed = make([]bool, nr)
+	d.res = make([]foResolver, len(fw.nodes))
+	return d, nil
+}
+
+// routeOf is the DNS route of a committed failover state.
+func routeOf(i int, s failover.State, at time.Duration) txtdns.Route {
+	prio := make([]string, 0, len(s.Priority))
+	for _, r := range s.Priority {
+		prio = append(prio, string(r))
+	}
+	return txtdns.Route{Partition: uint32(i), Epoch: uint64(s.Epoch), WriteRegion: string(s.WriteRegion),
+		Priority: prio, ConfigVersion: 1, CommittedAt: foTime(at)}
+}
+
+// committed feeds a committed register value to the watch and ships what
+// the watch hands out to every region's publisher, from the node of the
+// partition's write region (the one that committed a failover).
+func (d *foDNS) committed(i int, version uint64, s failover.State) {
+	fw := d.fw
+	data, err := failover.Encode(nil, s)
+	if err != nil {
+		fw.e.viol.add(fw.now(), ViolationProtocol, "dns feed: partition %d: %v", i, err)
+		return
+	}
+	d.watch.Observe(fw.parts[i].name, caspaxos.Value{Version: version, Data: data})
+	evs, err := d.watch.Drain(d.sub)
+	if err != nil { // cannot overflow: drained after every value
+		fw.e.viol.add(fw.now(), ViolationSimulator, "dns watch: %v", err)
+		return
+	}
+	for _, ev := range evs {
+		st, err := failover.Decode(ev.Value.Data)
+		if err != nil {
+			continue
+		}
+		rt := routeOf(i, st, fw.now())
+		from, ok := fw.nodeFor(i, st.WriteRegion)
+		if !ok {
+			continue
+		}
+		for r := range d.pubs {
+			d.send(from, int32(r), foDNSMsg{kind: dnsFeed, pub: r, part: i, client: -1, route: rt})
+		}
+	}
+}
+
+// send carries a DNS message between nodes (lost if either end is down
+// or the link is cut); a message to the same node takes a loopback hop.
+func (d *foDNS) send(from, to int32, m foDNSMsg) {
+	w := d.fw.e.w
+	if !w.Live(from) || !w.Live(to) || w.Links.Cut(from, to) {
+		if m.kind == dnsFeed {
+			d.pubMissed[m.pub] = true
+		}
+		return
+	}
+	d.after(d.fw.oneWay(from, to), m)
+}
+
+func (d *foDNS) after(delay time.Duration, m foDNSMsg) {
+	if len(d.msgs)-len(d.free) >= foDNSMaxPending {
+		return
+	}
+	var slot int32
+	if n := len(d.free); n > 0 {
+		slot = d.free[n-1]
+		d.free = d.free[:n-1]
+		d.msgs[slot] = m
+	} else {
+		slot = int32(len(d.msgs))
+		d.msgs = append(d.msgs, m)
+	}
+	d.fw.e.w.Sched.After(delay, NoNode, foDNSH{d}, uint64(slot))
+}
+
+type foDNSH struct{ d *foDNS }
+
+func (h foDNSH) Fire(now time.Duration, arg uint64) {
+	d := h.d
+	m := d.msgs[arg]
+	d.msgs[arg] = foDNSMsg{}
+	d.free = append(d.free, int32(arg))
+	switch m.kind {
+	case dnsFeed:
+		if d.pubLive(m.pub) {
+			d.apply(m.pub, m.route)
+		} else {
+			d.pubMissed[m.pub] = true
+		}
+	case dnsQuery:
+		d.resolverQuery(m)
+	case dnsFetch:
+		if !d.pubLive(m.pub) {
+			return // the resolver's fetch timeout moves on
+		}
+		m.ans, m.err = d.pubs[m.pub].LookupTXT(txtdns.PartitionName(foDNSZone, uint32(m.part)))
+		m.kind = dnsFetchBack
+		d.send(int32(m.pub), m.res, m)
+	case dnsFetchBack:
+		d.resolverFetched(m)
+	case dnsFetchTimeout:
+		if e := d.entry(m.res, m.part); e.refreshing && e.fetchGen == m.tag {
+			d.fetch(m, m.tries+1)
+		}
+	case dnsAnswer:
+		d.fw.clientDNSAnswer(m)
+	case dnsClientTimeout:
+		d.fw.clientDNSTimeout(m)
+	}
+}
+
+// pubLive reports whether region r's publisher runs; one that comes back
+// after missing updates first catches up from the watch (as a publisher
+// resubscribing from the last version it processed would).
+func (d *foDNS) pubLive(r int) bool {
+	if !d.fw.e.w.Live(int32(r)) {
+		return false
+	}
+	if d.pubMissed[r] {
+		d.pubMissed[r] = false
+		for i := range d.fw.parts {
+			if v, ok := d.watch.Latest(d.fw.parts[i].name); ok {
+				if st, err := failover.Decode(v.Data); err == nil {
+					d.apply(r, routeOf(i, st, d.fw.now()))
+				}
+			}
+		}
+	}
+	return true
+}
+
+func (d *foDNS) apply(r int, rt txtdns.Route) {
+	if _, err := d.pubs[r].Apply(rt); err != nil {
+		d.fw.e.viol.add(d.fw.now(), ViolationProtocol, "dns publisher %d: partition %d: %v", r, rt.Partition, err)
+	}
+}
+
+// query sends client c's lookup of its partition to its region's resolver.
+func (d *foDNS) query(c *foClient) {
+	d.stats.Queries++
+	m := foDNSMsg{kind: dnsQuery, res: c.node, part: c.part, client: int32(c.idx), tag: c.attempt}
+	d.send(c.node, c.node, m)
+	d.after(foDNSTimeout, foDNSMsg{kind: dnsClientTimeout, client: int32(c.idx), tag: c.attempt})
+}
+
+// resolverQuery answers from the cache while fresh, or stale within the
+// serve-stale window (refreshing in the background), else fetches.
+func (d *foDNS) resolverQuery(m foDNSMsg) {
+	now := d.fw.now()
+	e := d.entry(m.res, m.part)
+	fresh := e.have && now < e.expires
+	if fresh || e.have && now < e.expires+d.stale {
+		if fresh {
+			d.stats.ResolverHits++
+		} else {
+			d.stats.StaleServed++
+			if !e.refreshing {
+				d.fetch(foDNSMsg{res: m.res, part: m.part, client: -1}, 0)
+			}
+		}
+		a := m
+		a.kind, a.ans, a.err = dnsAnswer, e.ans, nil
+		a.ans.TTL = max(time.Second, e.expires-now)
+		d.send(m.res, d.fw.clients[m.client].node, a)
+		return
+	}
+	d.fetch(m, 0)
+}
+
+// entry is resolver node's cache entry of partition i.
+func (d *foDNS) entry(node int32, i int) *foResEntry {
+	res := &d.res[node]
+	if res.cache == nil {
+		res.cache = make([]foResEntry, len(d.fw.parts))
+	}
+	return &res.cache[i]
+}
+
+// fetch asks the publishers, the resolver's own region first, then the
+// others in order, each within foDNSTimeout.
+func (d *foDNS) fetch(m foDNSMsg, try int) {
+	nr := len(d.pubs)
+	e := d.entry(m.res, m.part)
+	if try >= nr {
+		e.refreshing = false
+		return // every publisher failed: the client's query times out
+	}
+	d.stats.Fetches++
+	e.fetchGen++
+	e.refreshing = true
+	home := max(0, d.fw.e.w.Nodes[m.res].Region) % nr
+	m.kind, m.pub, m.tries = dnsFetch, (home+try)%nr, try
+	d.send(m.res, int32(m.pub), m)
+	t := m
+	t.kind, t.tag = dnsFetchTimeout, e.fetchGen
+	d.after(foDNSTimeout, t)
+}
+
+func (d *foDNS) resolverFetched(m foDNSMsg) {
+	now := d.fw.now()
+	e := d.entry(m.res, m.part)
+	e.refreshing = false
+	if m.err == nil {
+		// A resolver caches what it is told, newer or not.
+		e.ans, e.expires, e.have = m.ans, now+m.ans.TTL, true
+	}
+	if m.client >= 0 {
+		m.kind = dnsAnswer
+		d.send(m.res, d.fw.clients[m.client].node, m)
+	}
+}
+
+// offer hands a DNS answer to router r for partition i and checks that no
+// answer moves the router's route back to an older epoch. It returns the
+// route now in force (nil if the answer held none).
+func (d *foDNS) offer(r, i int, ans txtdns.TXTAnswer, err error) (*routing.Entry, error) {
+	fw := d.fw
+	rt := d.routers[r]
+	now := foTime(fw.now())
+	if err != nil {
+		return nil, fmt.Errorf("sim: resolve partition %d: %w", i, err)
+	}
+	for _, rec := range ans.Records {
+		run, err := txtdns.DecodeRun(rec)
+		if err != nil || !run.Contains(uint32(i)) {
+			continue
+		}
+		if rt.OfferRun(run, ans.TTL, now, uint32(i)) == routing.RejectedOlder {
+			d.stats.RefusedOlder++
+		}
+		d.checkEpochs(r, run)
+		if e, ok := rt.Cache().Get(uint32(i)); ok {
+			return e, nil
+		}
+	}
+	return nil, fmt.Errorf("sim: no route for partition %d: %w", i, routing.ErrBadAnswer)
+}
+
+// checkEpochs asserts the routes of a run's partitions never went back.
+func (d *foDNS) checkEpochs(r int, run txtdns.Run) {
+	rt := d.routers[r]
+	hi := min(int(run.Hi), len(d.epochSeen[r])-1)
+	for q := int(run.Lo); q <= hi; q++ {
+		if e, ok := rt.Cache().Get(uint32(q)); ok {
+			d.noteEpoch(r, q, e.Epoch)
+		}
+	}
+}
+
+func (d *foDNS) noteEpoch(r, i int, epoch uint64) {
+	if epoch < d.epochSeen[r][i] {
+		d.fw.e.viol.add(d.fw.now(), ViolationInvariant, "region %s clients moved partition %s back from epoch %d to %d",
+			d.fw.regions[r], d.fw.parts[i].name, d.epochSeen[r][i], epoch)
+	}
+	d.epochSeen[r][i] = max(d.epochSeen[r][i], epoch)
+}
