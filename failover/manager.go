@@ -105,7 +105,14 @@ type Manager struct {
 
 	failedNodes  map[NodeID]bool
 	healthySince map[NodeID]time.Duration
-	now          time.Duration
+	// selfLeased: this node holds a lease (a majority of the other
+	// regions acknowledge its heartbeats), continuously since
+	// selfLeasedSince. It is its own health as the others see it: a node
+	// cut off from the others is never "healthy for FailbackAfter" by its
+	// own clock alone.
+	selfLeased      bool
+	selfLeasedSince time.Duration
+	now             time.Duration
 
 	timers  partTimers
 	dirty   []string
@@ -150,13 +157,19 @@ type partition struct {
 	timerAt      time.Duration
 }
 
+// Manager defaults for the zero ManagerConfig fields.
+const (
+	DefaultMaxEvents        = 1024
+	DefaultDrainConcurrency = 16
+)
+
 // NewManager builds a manager for node cfg.Self.
 func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.MaxEvents == 0 {
-		cfg.MaxEvents = 1024
+		cfg.MaxEvents = DefaultMaxEvents
 	}
 	if cfg.DrainConcurrency == 0 {
-		cfg.DrainConcurrency = 16
+		cfg.DrainConcurrency = DefaultDrainConcurrency
 	}
 	if cfg.MaxEvents < 1 {
 		return nil, configErr("MaxEvents", "must be positive, got %d", cfg.MaxEvents)
@@ -271,6 +284,13 @@ func (m *Manager) NextDeadline() time.Duration {
 // reachability changed.
 func (m *Manager) refreshLiveness(now time.Duration) {
 	changed := false
+	if leased := m.live.LeaseValid(now); leased != m.selfLeased {
+		m.selfLeased = leased
+		if leased {
+			m.selfLeasedSince = now
+		}
+		changed = true
+	}
 	for _, n := range m.live.Nodes() {
 		failed, _, _ := m.live.Failed(n.ID, now)
 		up := n.ID == m.self.ID || (!failed && m.live.Alive(n.ID))
@@ -432,6 +452,13 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 		x := ReplicaEvidence{Region: rn.Region}
 		if since, up := m.healthySince[rn.Node]; up {
 			x.Live, x.HealthySince = true, since
+			if rn.Node == m.self.ID {
+				// Its own health counts from its lease, not from its boot.
+				x.HealthySince = now
+				if m.selfLeased {
+					x.HealthySince = max(since, m.selfLeasedSince)
+				}
+			}
 		}
 		if rn.Node == m.self.ID && p.hasLocal {
 			x.Reported, x.Epoch, x.LastLSN, x.Fenced = true, p.local.Epoch, p.local.LastLSN, p.local.Fenced
@@ -677,6 +704,14 @@ func (m *Manager) Draining(r Region) (remaining int, active bool) {
 func (m *Manager) tickDrains(now time.Duration) {
 	if len(m.draining) == 0 {
 		return
+	}
+	// The cap counts switchovers from the register values: until every
+	// hosted partition's value is known (a restarted node reads them
+	// back), switchovers started before the restart could be missed.
+	for _, name := range m.names {
+		if !m.parts[name].have {
+			return
+		}
 	}
 	regions := make([]Region, 0, len(m.draining))
 	for r := range m.draining {

@@ -295,3 +295,69 @@ func TestManagerDrain(t *testing.T) {
 		assert.Equal(t, Epoch(2), e.state.Epoch)
 	}
 }
+
+// A node's own health, which failback waits on, counts from when it
+// regained its lease, not from its boot: a region cut off from the others
+// is not "healthy for FailbackAfter" by its own clock alone.
+func TestManagerOwnHealthCountsFromLease(t *testing.T) {
+	tests := []struct {
+		name string
+		cut  bool
+	}{
+		{"never cut: healthy since its first lease", false},
+		{"cut and healed: healthy since the heal", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newMgrHarness(t, FastConfig(), 1)
+			for i := 0; i < 30; i++ {
+				h.step(100 * time.Millisecond)
+			}
+			from := time.Duration(0)
+			if tt.cut {
+				h.cut[1] = true
+				for i := 0; i < 50; i++ { // 5 s: well past the 2 s lease
+					h.step(100 * time.Millisecond)
+				}
+				require.False(t, h.mgrs[1].Liveness().LeaseValid(h.now))
+				h.cut[1] = false
+				from = h.now
+			}
+			for i := 0; i < 20; i++ {
+				h.step(100 * time.Millisecond)
+			}
+			require.True(t, h.mgrs[1].Liveness().LeaseValid(h.now))
+			ev, ok := h.mgrs[1].Evidence(h.now, "p-000")
+			require.True(t, ok)
+			x, ok := ev.Replica("east")
+			require.True(t, ok)
+			require.True(t, x.Live)
+			assert.Greater(t, x.HealthySince, from, "own health starts with a lease acquired after %v", from)
+			assert.Less(t, x.HealthySince, h.now)
+		})
+	}
+}
+
+// A drain starts nothing while a hosted partition's register value is
+// unknown (a restarted node reading them back): the concurrency cap counts
+// running switchovers from those values.
+func TestManagerDrainWaitsForEveryState(t *testing.T) {
+	h := newMgrHarness(t, FastConfig(), 4)
+	for i := 0; i < 20; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	m := h.mgrs[1]
+	m.parts["p-002"].have = false
+	m.Drain(h.now, "east", "test")
+	h.step(100 * time.Millisecond)
+	for _, p := range h.proposed {
+		assert.NotEqual(t, DecideStartSwitchover, p.Kind, "no switchover before every state is known")
+	}
+	e := h.reg["p-002"]
+	m.ObserveState(h.now, "p-002", e.version, e.state)
+	for i := 0; i < 30; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	remaining, _ := m.Draining("east")
+	assert.Zero(t, remaining)
+}
