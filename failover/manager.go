@@ -129,6 +129,12 @@ type Manager struct {
 	stats     ManagerStats
 }
 
+type followerLag struct {
+	region Region
+	match  LSN
+	since  time.Duration
+}
+
 type partition struct {
 	name      string
 	placement []RegionNode
@@ -142,6 +148,21 @@ type partition struct {
 	local    ReplicaStatus
 	hasLocal bool
 	gray     string
+	// grayOp: SetGray set gray (an operator or an outside detector);
+	// the manager's own detector never clears it.
+	grayOp bool
+	// Gray detection (see ReportClientError): client errors against
+	// the write region at grayEpoch since grayFrom, the last at
+	// grayLast, while the local commit LSN stayed at grayCommit.
+	grayErrs   int
+	grayFrom   time.Duration
+	grayLast   time.Duration
+	grayEpoch  Epoch
+	grayCommit LSN
+	grayLastOp LSN
+	// lag is the write region's record of each follower that holds less
+	// than it has assigned: since when its match LSN stands still.
+	lag      []followerLag
 	inflight bool
 	// stale: a proposal lost a CAS; nothing is proposed until a newer
 	// register value is observed (the driver reads it back).
@@ -337,6 +358,9 @@ func (m *Manager) ObserveState(now time.Duration, name string, version uint64, s
 	if p == nil || (p.have && version <= p.version) {
 		return
 	}
+	if p.grayErrs > 0 && s.Epoch != p.grayEpoch {
+		m.clearGray(p) // a new write region: the evidence was about the old one
+	}
 	p.have, p.version, p.state = true, version, s
 	p.pendingKey = ""
 	p.stale = false
@@ -378,6 +402,13 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	if p == nil {
 		return
 	}
+	if p.grayErrs > 0 && (st.CommitLSN > p.grayCommit || st.LastLSN > p.grayLastOp || st.Epoch != p.local.Epoch) {
+		// The commit LSN moves again, or ops still arrive (a member, not
+		// the write region, holds commits back): the write region's data
+		// plane works, whatever the clients saw.
+		m.clearGray(p)
+	}
+	m.trackLag(now, p, st)
 	changed := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
 		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) ||
 		inSyncSet(p.local) != inSyncSet(st)
@@ -400,10 +431,125 @@ func inSyncSet(st ReplicaStatus) string {
 
 // SetGray marks (why != "") or clears a gray failure of a partition's
 // write region: alive, but its commit LSN stalled while clients see errors.
+// The manager detects this itself from ReportClientError and the local
+// replica's commit LSN; SetGray is for an outside detector or an operator.
 func (m *Manager) SetGray(now time.Duration, name, why string) {
 	if p := m.parts[name]; p != nil && p.gray != why {
-		p.gray = why
+		p.gray, p.grayOp = why, why != ""
 		m.markDirty(name)
+	}
+}
+
+// ReportClientError records that a client of a partition got no answer
+// (a timeout, an unknown outcome) from region r at epoch e. Clients hand
+// it to the next replica they reach. When such errors keep coming for
+// GrayStall (at least GrayMinErrors of them, the last within GrayStall)
+// while the write region is alive (heard from: its lease holds) but this
+// node's replica sees the commit LSN stand still, the write region is
+// gray-failed: failure evidence like a failed node. Errors naming another
+// region or an older epoch, and errors reported to the write region
+// itself, are ignored.
+func (m *Manager) ReportClientError(now time.Duration, name string, r Region, e Epoch) {
+	m.now = now
+	p := m.parts[name]
+	if p == nil || !p.have || !p.hasMine || !p.hasLocal || r != p.state.WriteRegion || e < p.state.Epoch ||
+		p.myRegion == p.state.WriteRegion || p.local.WriteRegion {
+		return
+	}
+	if p.grayErrs > 0 && (p.grayEpoch != p.state.Epoch || now-p.grayLast > m.cfg.Failover.GrayStall) {
+		m.clearGray(p) // errors from another epoch, or they had stopped
+	}
+	if p.grayErrs == 0 {
+		p.grayFrom, p.grayEpoch, p.grayCommit, p.grayLastOp = now, p.state.Epoch, p.local.CommitLSN, p.local.LastLSN
+	}
+	p.grayErrs++
+	p.grayLast = now
+	m.checkGray(now, p)
+}
+
+// checkGray sets the partition gray when the evidence suffices, or arms a
+// timer for when it may.
+func (m *Manager) checkGray(now time.Duration, p *partition) {
+	cfg := m.cfg.Failover
+	if p.grayErrs == 0 || p.gray != "" {
+		return
+	}
+	if now-p.grayLast > cfg.GrayStall || p.grayEpoch != p.state.Epoch {
+		m.clearGray(p)
+		return
+	}
+	due := p.grayFrom + cfg.GrayStall
+	if now < due || p.grayErrs < cfg.GrayMinErrors {
+		m.setTimer(p, max(due, now+cfg.HeartbeatInterval))
+		return
+	}
+	p.gray = fmt.Sprintf("commit LSN stalled at %d for %v while clients reported %d errors", p.grayCommit, now-p.grayFrom, p.grayErrs)
+	m.event(p.name, DecideFailover, "gray failure of "+string(p.state.WriteRegion)+": "+p.gray)
+	m.markDirty(p.name)
+}
+
+// trackLag keeps, on the write region, since when each follower's match
+// LSN has stood still below the write region's last LSN. A follower that
+// stays so for GrayStall while its node heartbeats (a stalled disk, a
+// data path that drops appends) holds every strong commit back; the
+// evidence then calls it stalled and Decide shrinks it out of the write
+// quorum like a failed region.
+func (m *Manager) trackLag(now time.Duration, p *partition, st ReplicaStatus) {
+	if !st.WriteRegion {
+		p.lag = p.lag[:0]
+		return
+	}
+	var next []followerLag
+	for _, f := range st.Followers {
+		if f.MatchLSN >= st.LastLSN {
+			continue
+		}
+		l := followerLag{region: f.Region, match: f.MatchLSN, since: now}
+		for _, old := range p.lag {
+			if old.region == f.Region && old.match == f.MatchLSN {
+				l.since = old.since
+			}
+		}
+		m.setTimer(p, l.since+m.cfg.Failover.GrayStall)
+		next = append(next, l)
+	}
+	p.lag = next
+}
+
+// stalled reports whether follower r has lagged without progress for
+// GrayStall while another follower keeps up (caught up, or its match LSN
+// moved within GrayStall). If every follower stands still the write
+// region's own data path is the likelier culprit (a stalled disk delays
+// what it sends): shrinking them would leave a gray write region alone in
+// the write quorum, where no other region could take over. With a single
+// follower a stall is never told apart: liveness alone shrinks it.
+func (m *Manager) stalled(now time.Duration, p *partition, r Region) (time.Duration, bool) {
+	stall := m.cfg.Failover.GrayStall
+	lagging := func(reg Region) (time.Duration, bool) {
+		for _, l := range p.lag {
+			if l.region == reg && now-l.since >= stall {
+				return now - l.since, true
+			}
+		}
+		return 0, false
+	}
+	d, ok := lagging(r)
+	if !ok {
+		return 0, false
+	}
+	for _, f := range p.local.Followers {
+		if _, stuck := lagging(f.Region); f.Region != r && !stuck {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+func (m *Manager) clearGray(p *partition) {
+	p.grayErrs = 0
+	if p.gray != "" && !p.grayOp {
+		p.gray = ""
+		m.markDirty(p.name)
 	}
 }
 
@@ -472,6 +618,9 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 					}
 				}
 			}
+			if d, ok := m.stalled(now, p, rn.Region); ok {
+				x.Stalled = fmt.Sprintf("match LSN %d still for %v below %d", x.LastLSN, d, p.local.LastLSN)
+			}
 		}
 		ev.Replicas = append(ev.Replicas, x)
 	}
@@ -480,7 +629,9 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 			ev.WriteRegionFailed = true
 			ev.FailureWhy = fmt.Sprintf("node %d silent for over %v: a majority of observer nodes in %d of %d other regions agree (need %d)",
 				n, m.cfg.Failover.TakeoverDelay(), votes, len(m.live.Regions())-1, needed)
-		} else if p.gray != "" {
+		} else if p.gray != "" && (p.grayOp || m.live.Alive(n)) {
+			// The detector's evidence is about a write region still heard
+			// from; one that fell silent is judged by its lease above.
 			ev.WriteRegionFailed = true
 			ev.FailureWhy = "gray failure: " + p.gray
 		}
@@ -504,6 +655,7 @@ func (m *Manager) evaluateDirty(now time.Duration) {
 }
 
 func (m *Manager) evaluate(now time.Duration, p *partition) {
+	m.checkGray(now, p)
 	if !p.have || p.inflight || p.stale {
 		return
 	}
