@@ -54,9 +54,12 @@ done
 # graceful-drain: an operator drains the write-heavy region (RPO 0, at most
 # DrainConcurrency switchovers at once), the node driving it restarts a
 # third of the way and the drain resumes.
-echo "== fmnode sim: failback, graceful-drain (small, fast profile)"
+# gray-failure: the write-heavy region's disk stalls while it heartbeats;
+# clients' errors and the stalled commit LSN fail it over.
+echo "== fmnode sim: failback, graceful-drain, gray-failure (small, fast profile)"
 "$bin" sim --scenario failback --seeds 1..2 --partitions 40 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
 "$bin" sim --scenario graceful-drain --seeds 1..2 --partitions 60 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
+"$bin" sim --scenario gray-failure --seeds 1..2 --partitions 40 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
 
 echo "== determinism: 10 seeds again, same trace hashes"
 {

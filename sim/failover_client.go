@@ -51,6 +51,8 @@ type foClient struct {
 	delivered bool
 	reply     partition.Reply
 	arriveAt  int32 // the node the current attempt goes to
+	// grayErr is an error not yet reported (see failover_gray.go).
+	grayErr foClientErr
 }
 
 // foClients is the scheduler handler of every client.
@@ -172,6 +174,7 @@ func (fw *foWorld) clientArrive(c *foClient) {
 	if n.host == nil || !fw.e.w.Live(c.arriveAt) {
 		return
 	}
+	fw.reportClientError(c, n)
 	c.delivered = c.delivered || c.write
 	ref := partition.ClientRef(uint64(c.idx)<<24 | c.attempt&0xffffff)
 	p := fw.parts[c.part].id
@@ -237,6 +240,7 @@ func (fw *foWorld) clientReply(c *foClient) {
 	case errors.Is(r.Err, partition.ErrBackpressure) || errors.Is(r.Err, partition.ErrLeaseExpired) || errors.Is(r.Err, partition.ErrNotReady) || !c.write:
 		fw.clientRetry(c) // certainly not applied
 	default:
+		fw.noteClientError(c, c.target)
 		fw.e.hist.Return(c.hi, regOutput{Status: statusUnknown}, now)
 		fw.e.ops.Unknown++
 		fw.clientDone(c, true)
@@ -270,6 +274,7 @@ func (h foRetryHandler) Fire(now time.Duration, arg uint64) {
 func (fw *foWorld) clientTimeout(c *foClient) {
 	// No reply: the replica may be down or cut off; ask another region
 	// next (it redirects to the write region it knows).
+	fw.noteClientError(c, c.target)
 	c.target = fw.nextRegion(c.target)
 	fw.clientRetry(c)
 }

@@ -37,6 +37,7 @@ type ScenarioFigures struct {
 
 	Failback *FailbackFigures `json:"failback,omitempty"`
 	Drain    *DrainFigures    `json:"drain,omitempty"`
+	Gray     *GrayFigures     `json:"gray,omitempty"`
 }
 
 // Table renders the figures for a person.
@@ -51,6 +52,9 @@ func (f *ScenarioFigures) Table() string {
 	}
 	if f.Drain != nil {
 		b.WriteString(f.Drain.table())
+	}
+	if f.Gray != nil {
+		b.WriteString(f.Gray.table())
 	}
 	return b.String()
 }

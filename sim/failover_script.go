@@ -51,6 +51,7 @@ type foRun struct {
 	// The scripts' own records.
 	fb    *foFailbackState
 	drain *foDrainState
+	gray  *foGrayState
 }
 
 func (r *foRun) now() time.Duration { return r.fw.now() }
