@@ -56,10 +56,13 @@ done
 # third of the way and the drain resumes.
 # gray-failure: the write-heavy region's disk stalls while it heartbeats;
 # clients' errors and the stalled commit LSN fail it over.
-echo "== fmnode sim: failback, graceful-drain, gray-failure (small, fast profile)"
+# az-outage: one of three zones of the write-heavy region powered off:
+# only the partitions written in that zone move.
+echo "== fmnode sim: failback, graceful-drain, gray-failure, az-outage (small, fast profile)"
 "$bin" sim --scenario failback --seeds 1..2 --partitions 40 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
 "$bin" sim --scenario graceful-drain --seeds 1..2 --partitions 60 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
 "$bin" sim --scenario gray-failure --seeds 1..2 --partitions 40 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
+"$bin" sim --scenario az-outage --seeds 1..2 --partitions 60 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
 
 echo "== determinism: 10 seeds again, same trace hashes"
 {

@@ -38,6 +38,7 @@ type ScenarioFigures struct {
 	Failback *FailbackFigures `json:"failback,omitempty"`
 	Drain    *DrainFigures    `json:"drain,omitempty"`
 	Gray     *GrayFigures     `json:"gray,omitempty"`
+	AZ       *AZFigures       `json:"az,omitempty"`
 }
 
 // Table renders the figures for a person.
@@ -55,6 +56,9 @@ func (f *ScenarioFigures) Table() string {
 	}
 	if f.Gray != nil {
 		b.WriteString(f.Gray.table())
+	}
+	if f.AZ != nil {
+		b.WriteString(f.AZ.table())
 	}
 	return b.String()
 }

@@ -81,6 +81,7 @@ func failoverScenarios() []Scenario {
 		failbackScenario{},
 		drainScenario{},
 		grayScenario{},
+		azScenario{},
 	}
 }
 
