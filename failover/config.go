@@ -53,6 +53,10 @@ type Config struct {
 	// GrayStall is how long a live write region's commit LSN may stand
 	// still while clients report errors before it counts as failed.
 	GrayStall time.Duration
+	// GrayMinErrors is how many client errors against the write region
+	// an observer needs within GrayStall (with its commit LSN stalled)
+	// before it calls the write region gray-failed.
+	GrayMinErrors int
 	// MaxConcurrentPerTarget caps failovers in flight into one target
 	// region (blast radius); the rest queue by priority.
 	MaxConcurrentPerTarget int
@@ -78,6 +82,7 @@ func DefaultConfig() Config {
 		FailbackAfter:          10 * time.Minute,
 		CatchUpLagOps:          0,
 		GrayStall:              60 * time.Second,
+		GrayMinErrors:          2,
 		MaxConcurrentPerTarget: 10000,
 		HistoryLen:             16,
 		AutoFailback:           true,
@@ -139,6 +144,12 @@ func (c Config) Validate() error {
 		return configErr("FailbackAfter", "must not be negative, got %v", c.FailbackAfter)
 	case c.GrayStall <= c.HeartbeatInterval:
 		return configErr("GrayStall", "%v must exceed HeartbeatInterval %v (progress is reported by heartbeats)", c.GrayStall, c.HeartbeatInterval)
+	case c.GrayStall <= c.TakeoverDelay():
+		// A write region that stopped heartbeating is judged by its lease;
+		// gray evidence is only for a write region still heard from.
+		return configErr("GrayStall", "%v must exceed LeaseDuration + MaxClockDrift %v", c.GrayStall, c.TakeoverDelay())
+	case c.GrayMinErrors < 1:
+		return configErr("GrayMinErrors", "must be at least 1, got %d", c.GrayMinErrors)
 	case c.MaxConcurrentPerTarget < 1:
 		return configErr("MaxConcurrentPerTarget", "must be at least 1, got %d", c.MaxConcurrentPerTarget)
 	case c.HistoryLen < 1 || c.HistoryLen > MaxHistory:

@@ -82,6 +82,12 @@ type ReplicaEvidence struct {
 	InSync bool
 	// HealthySince: the replica has been continuously live since then.
 	HealthySince time.Duration
+	// Stalled, reported by the write region: the replica's node is live
+	// but its match LSN has stood still below the write region's last LSN
+	// for GrayStall (its data path is gray). It holds every strong commit
+	// back, so it is shrunk out of the write quorum like a failed region;
+	// it grows back once InSync.
+	Stalled string
 }
 
 // Evidence is everything a decision looks at besides the state. Liveness
@@ -512,8 +518,12 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 			continue
 		}
 		x, ok := ev.Replica(r)
-		if ok && x.Live {
+		if ok && x.Live && x.Stalled == "" {
 			continue
+		}
+		why := "failed"
+		if ok && x.Live {
+			why = "stalled: " + x.Stalled
 		}
 		wq, err := s.WriteQuorum.Shrink(r)
 		if err != nil {
@@ -524,9 +534,9 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 		next := s.Clone()
 		next.WriteQuorum = wq
 		next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideShrinkQuorum, From: r, Proposer: ev.Proposer,
-			Reason: fmt.Sprintf("%s failed; write quorum now %v", r, wq.Members)})
+			Reason: fmt.Sprintf("%s %s; write quorum now %v", r, why, wq.Members)})
 		d.Kind, d.Next, d.Target = DecideShrinkQuorum, &next, r
-		d.because("drop failed region %s from the write quorum", r)
+		d.because("drop %s region %s from the write quorum", why, r)
 		return d, true
 	}
 	// Growth is decided where the write region's replica is: only it knows

@@ -343,3 +343,44 @@ func TestConfigValidation(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Second, fc.LeaseDuration)
 }
+
+func TestConfigValidationGray(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(*Config)
+		field string
+	}{
+		{"gray stall within the takeover delay", func(c *Config) { c.GrayStall = c.TakeoverDelay() }, "GrayStall"},
+		{"no client error needed", func(c *Config) { c.GrayMinErrors = 0 }, "GrayMinErrors"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, c := range []Config{DefaultConfig(), FastConfig()} {
+				tt.edit(&c)
+				err := c.Validate()
+				require.ErrorIs(t, err, ErrInvalidConfig)
+				assert.ErrorContains(t, err, tt.field)
+			}
+		})
+	}
+}
+
+// A stalled follower is shrunk out of the write quorum like a failed one;
+// a live, unstalled member is kept.
+func TestDecideShrinksStalledFollower(t *testing.T) {
+	s, err := NewState("p", "east", []Region{"east", "west", "north"}, Strong, 1)
+	require.NoError(t, err)
+	ev := Evidence{Now: time.Minute, Proposer: "east", Replicas: []ReplicaEvidence{
+		{Region: "east", Live: true, Reported: true, Epoch: 1, LastLSN: 20},
+		{Region: "west", Live: true, Reported: true, Epoch: 1, LastLSN: 20, InSync: true},
+		{Region: "north", Live: true, Reported: true, Epoch: 1, LastLSN: 5},
+	}}
+	d := Decide(FastConfig(), s, ev)
+	assert.Equal(t, DecideNone, d.Kind, "lagging but not stalled: kept")
+	ev.Replicas[2].Stalled = "match LSN 5 still for 3s below 20"
+	d = Decide(FastConfig(), s, ev)
+	require.Equal(t, DecideShrinkQuorum, d.Kind)
+	assert.Equal(t, Region("north"), d.Target)
+	assert.Equal(t, []Region{"east", "west"}, d.Next.WriteQuorum.Members)
+	assert.Contains(t, d.Next.History[len(d.Next.History)-1].Reason, "stalled")
+}

@@ -105,7 +105,14 @@ type Manager struct {
 
 	failedNodes  map[NodeID]bool
 	healthySince map[NodeID]time.Duration
-	now          time.Duration
+	// selfLeased: this node holds a lease (a majority of the other
+	// regions acknowledge its heartbeats), continuously since
+	// selfLeasedSince. It is its own health as the others see it: a node
+	// cut off from the others is never "healthy for FailbackAfter" by its
+	// own clock alone.
+	selfLeased      bool
+	selfLeasedSince time.Duration
+	now             time.Duration
 
 	timers  partTimers
 	dirty   []string
@@ -122,6 +129,12 @@ type Manager struct {
 	stats     ManagerStats
 }
 
+type followerLag struct {
+	region Region
+	match  LSN
+	since  time.Duration
+}
+
 type partition struct {
 	name      string
 	placement []RegionNode
@@ -135,6 +148,21 @@ type partition struct {
 	local    ReplicaStatus
 	hasLocal bool
 	gray     string
+	// grayOp: SetGray set gray (an operator or an outside detector);
+	// the manager's own detector never clears it.
+	grayOp bool
+	// Gray detection (see ReportClientError): client errors against
+	// the write region at grayEpoch since grayFrom, the last at
+	// grayLast, while the local commit LSN stayed at grayCommit.
+	grayErrs   int
+	grayFrom   time.Duration
+	grayLast   time.Duration
+	grayEpoch  Epoch
+	grayCommit LSN
+	grayLastOp LSN
+	// lag is the write region's record of each follower that holds less
+	// than it has assigned: since when its match LSN stands still.
+	lag      []followerLag
 	inflight bool
 	// stale: a proposal lost a CAS; nothing is proposed until a newer
 	// register value is observed (the driver reads it back).
@@ -150,13 +178,19 @@ type partition struct {
 	timerAt      time.Duration
 }
 
+// Manager defaults for the zero ManagerConfig fields.
+const (
+	DefaultMaxEvents        = 1024
+	DefaultDrainConcurrency = 16
+)
+
 // NewManager builds a manager for node cfg.Self.
 func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if cfg.MaxEvents == 0 {
-		cfg.MaxEvents = 1024
+		cfg.MaxEvents = DefaultMaxEvents
 	}
 	if cfg.DrainConcurrency == 0 {
-		cfg.DrainConcurrency = 16
+		cfg.DrainConcurrency = DefaultDrainConcurrency
 	}
 	if cfg.MaxEvents < 1 {
 		return nil, configErr("MaxEvents", "must be positive, got %d", cfg.MaxEvents)
@@ -271,6 +305,13 @@ func (m *Manager) NextDeadline() time.Duration {
 // reachability changed.
 func (m *Manager) refreshLiveness(now time.Duration) {
 	changed := false
+	if leased := m.live.LeaseValid(now); leased != m.selfLeased {
+		m.selfLeased = leased
+		if leased {
+			m.selfLeasedSince = now
+		}
+		changed = true
+	}
 	for _, n := range m.live.Nodes() {
 		failed, _, _ := m.live.Failed(n.ID, now)
 		up := n.ID == m.self.ID || (!failed && m.live.Alive(n.ID))
@@ -317,6 +358,9 @@ func (m *Manager) ObserveState(now time.Duration, name string, version uint64, s
 	if p == nil || (p.have && version <= p.version) {
 		return
 	}
+	if p.grayErrs > 0 && s.Epoch != p.grayEpoch {
+		m.clearGray(p) // a new write region: the evidence was about the old one
+	}
 	p.have, p.version, p.state = true, version, s
 	p.pendingKey = ""
 	p.stale = false
@@ -358,6 +402,13 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	if p == nil {
 		return
 	}
+	if p.grayErrs > 0 && (st.CommitLSN > p.grayCommit || st.LastLSN > p.grayLastOp || st.Epoch != p.local.Epoch) {
+		// The commit LSN moves again, or ops still arrive (a member, not
+		// the write region, holds commits back): the write region's data
+		// plane works, whatever the clients saw.
+		m.clearGray(p)
+	}
+	m.trackLag(now, p, st)
 	changed := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
 		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) ||
 		inSyncSet(p.local) != inSyncSet(st)
@@ -380,10 +431,125 @@ func inSyncSet(st ReplicaStatus) string {
 
 // SetGray marks (why != "") or clears a gray failure of a partition's
 // write region: alive, but its commit LSN stalled while clients see errors.
+// The manager detects this itself from ReportClientError and the local
+// replica's commit LSN; SetGray is for an outside detector or an operator.
 func (m *Manager) SetGray(now time.Duration, name, why string) {
 	if p := m.parts[name]; p != nil && p.gray != why {
-		p.gray = why
+		p.gray, p.grayOp = why, why != ""
 		m.markDirty(name)
+	}
+}
+
+// ReportClientError records that a client of a partition got no answer
+// (a timeout, an unknown outcome) from region r at epoch e. Clients hand
+// it to the next replica they reach. When such errors keep coming for
+// GrayStall (at least GrayMinErrors of them, the last within GrayStall)
+// while the write region is alive (heard from: its lease holds) but this
+// node's replica sees the commit LSN stand still, the write region is
+// gray-failed: failure evidence like a failed node. Errors naming another
+// region or an older epoch, and errors reported to the write region
+// itself, are ignored.
+func (m *Manager) ReportClientError(now time.Duration, name string, r Region, e Epoch) {
+	m.now = now
+	p := m.parts[name]
+	if p == nil || !p.have || !p.hasMine || !p.hasLocal || r != p.state.WriteRegion || e < p.state.Epoch ||
+		p.myRegion == p.state.WriteRegion || p.local.WriteRegion {
+		return
+	}
+	if p.grayErrs > 0 && (p.grayEpoch != p.state.Epoch || now-p.grayLast > m.cfg.Failover.GrayStall) {
+		m.clearGray(p) // errors from another epoch, or they had stopped
+	}
+	if p.grayErrs == 0 {
+		p.grayFrom, p.grayEpoch, p.grayCommit, p.grayLastOp = now, p.state.Epoch, p.local.CommitLSN, p.local.LastLSN
+	}
+	p.grayErrs++
+	p.grayLast = now
+	m.checkGray(now, p)
+}
+
+// checkGray sets the partition gray when the evidence suffices, or arms a
+// timer for when it may.
+func (m *Manager) checkGray(now time.Duration, p *partition) {
+	cfg := m.cfg.Failover
+	if p.grayErrs == 0 || p.gray != "" {
+		return
+	}
+	if now-p.grayLast > cfg.GrayStall || p.grayEpoch != p.state.Epoch {
+		m.clearGray(p)
+		return
+	}
+	due := p.grayFrom + cfg.GrayStall
+	if now < due || p.grayErrs < cfg.GrayMinErrors {
+		m.setTimer(p, max(due, now+cfg.HeartbeatInterval))
+		return
+	}
+	p.gray = fmt.Sprintf("commit LSN stalled at %d for %v while clients reported %d errors", p.grayCommit, now-p.grayFrom, p.grayErrs)
+	m.event(p.name, DecideFailover, "gray failure of "+string(p.state.WriteRegion)+": "+p.gray)
+	m.markDirty(p.name)
+}
+
+// trackLag keeps, on the write region, since when each follower's match
+// LSN has stood still below the write region's last LSN. A follower that
+// stays so for GrayStall while its node heartbeats (a stalled disk, a
+// data path that drops appends) holds every strong commit back; the
+// evidence then calls it stalled and Decide shrinks it out of the write
+// quorum like a failed region.
+func (m *Manager) trackLag(now time.Duration, p *partition, st ReplicaStatus) {
+	if !st.WriteRegion {
+		p.lag = p.lag[:0]
+		return
+	}
+	var next []followerLag
+	for _, f := range st.Followers {
+		if f.MatchLSN >= st.LastLSN {
+			continue
+		}
+		l := followerLag{region: f.Region, match: f.MatchLSN, since: now}
+		for _, old := range p.lag {
+			if old.region == f.Region && old.match == f.MatchLSN {
+				l.since = old.since
+			}
+		}
+		m.setTimer(p, l.since+m.cfg.Failover.GrayStall)
+		next = append(next, l)
+	}
+	p.lag = next
+}
+
+// stalled reports whether follower r has lagged without progress for
+// GrayStall while another follower keeps up (caught up, or its match LSN
+// moved within GrayStall). If every follower stands still the write
+// region's own data path is the likelier culprit (a stalled disk delays
+// what it sends): shrinking them would leave a gray write region alone in
+// the write quorum, where no other region could take over. With a single
+// follower a stall is never told apart: liveness alone shrinks it.
+func (m *Manager) stalled(now time.Duration, p *partition, r Region) (time.Duration, bool) {
+	stall := m.cfg.Failover.GrayStall
+	lagging := func(reg Region) (time.Duration, bool) {
+		for _, l := range p.lag {
+			if l.region == reg && now-l.since >= stall {
+				return now - l.since, true
+			}
+		}
+		return 0, false
+	}
+	d, ok := lagging(r)
+	if !ok {
+		return 0, false
+	}
+	for _, f := range p.local.Followers {
+		if _, stuck := lagging(f.Region); f.Region != r && !stuck {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+func (m *Manager) clearGray(p *partition) {
+	p.grayErrs = 0
+	if p.gray != "" && !p.grayOp {
+		p.gray = ""
+		m.markDirty(p.name)
 	}
 }
 
@@ -432,6 +598,13 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 		x := ReplicaEvidence{Region: rn.Region}
 		if since, up := m.healthySince[rn.Node]; up {
 			x.Live, x.HealthySince = true, since
+			if rn.Node == m.self.ID {
+				// Its own health counts from its lease, not from its boot.
+				x.HealthySince = now
+				if m.selfLeased {
+					x.HealthySince = max(since, m.selfLeasedSince)
+				}
+			}
 		}
 		if rn.Node == m.self.ID && p.hasLocal {
 			x.Reported, x.Epoch, x.LastLSN, x.Fenced = true, p.local.Epoch, p.local.LastLSN, p.local.Fenced
@@ -445,6 +618,9 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 					}
 				}
 			}
+			if d, ok := m.stalled(now, p, rn.Region); ok {
+				x.Stalled = fmt.Sprintf("match LSN %d still for %v below %d", x.LastLSN, d, p.local.LastLSN)
+			}
 		}
 		ev.Replicas = append(ev.Replicas, x)
 	}
@@ -453,7 +629,9 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 			ev.WriteRegionFailed = true
 			ev.FailureWhy = fmt.Sprintf("node %d silent for over %v: a majority of observer nodes in %d of %d other regions agree (need %d)",
 				n, m.cfg.Failover.TakeoverDelay(), votes, len(m.live.Regions())-1, needed)
-		} else if p.gray != "" {
+		} else if p.gray != "" && (p.grayOp || m.live.Alive(n)) {
+			// The detector's evidence is about a write region still heard
+			// from; one that fell silent is judged by its lease above.
 			ev.WriteRegionFailed = true
 			ev.FailureWhy = "gray failure: " + p.gray
 		}
@@ -477,6 +655,7 @@ func (m *Manager) evaluateDirty(now time.Duration) {
 }
 
 func (m *Manager) evaluate(now time.Duration, p *partition) {
+	m.checkGray(now, p)
 	if !p.have || p.inflight || p.stale {
 		return
 	}
@@ -677,6 +856,14 @@ func (m *Manager) Draining(r Region) (remaining int, active bool) {
 func (m *Manager) tickDrains(now time.Duration) {
 	if len(m.draining) == 0 {
 		return
+	}
+	// The cap counts switchovers from the register values: until every
+	// hosted partition's value is known (a restarted node reads them
+	// back), switchovers started before the restart could be missed.
+	for _, name := range m.names {
+		if !m.parts[name].have {
+			return
+		}
 	}
 	regions := make([]Region, 0, len(m.draining))
 	for r := range m.draining {

@@ -295,3 +295,167 @@ func TestManagerDrain(t *testing.T) {
 		assert.Equal(t, Epoch(2), e.state.Epoch)
 	}
 }
+
+// A node's own health, which failback waits on, counts from when it
+// regained its lease, not from its boot: a region cut off from the others
+// is not "healthy for FailbackAfter" by its own clock alone.
+func TestManagerOwnHealthCountsFromLease(t *testing.T) {
+	tests := []struct {
+		name string
+		cut  bool
+	}{
+		{"never cut: healthy since its first lease", false},
+		{"cut and healed: healthy since the heal", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newMgrHarness(t, FastConfig(), 1)
+			for i := 0; i < 30; i++ {
+				h.step(100 * time.Millisecond)
+			}
+			from := time.Duration(0)
+			if tt.cut {
+				h.cut[1] = true
+				for i := 0; i < 50; i++ { // 5 s: well past the 2 s lease
+					h.step(100 * time.Millisecond)
+				}
+				require.False(t, h.mgrs[1].Liveness().LeaseValid(h.now))
+				h.cut[1] = false
+				from = h.now
+			}
+			for i := 0; i < 20; i++ {
+				h.step(100 * time.Millisecond)
+			}
+			require.True(t, h.mgrs[1].Liveness().LeaseValid(h.now))
+			ev, ok := h.mgrs[1].Evidence(h.now, "p-000")
+			require.True(t, ok)
+			x, ok := ev.Replica("east")
+			require.True(t, ok)
+			require.True(t, x.Live)
+			assert.Greater(t, x.HealthySince, from, "own health starts with a lease acquired after %v", from)
+			assert.Less(t, x.HealthySince, h.now)
+		})
+	}
+}
+
+// A drain starts nothing while a hosted partition's register value is
+// unknown (a restarted node reading them back): the concurrency cap counts
+// running switchovers from those values.
+func TestManagerDrainWaitsForEveryState(t *testing.T) {
+	h := newMgrHarness(t, FastConfig(), 4)
+	for i := 0; i < 20; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	m := h.mgrs[1]
+	m.parts["p-002"].have = false
+	m.Drain(h.now, "east", "test")
+	h.step(100 * time.Millisecond)
+	for _, p := range h.proposed {
+		assert.NotEqual(t, DecideStartSwitchover, p.Kind, "no switchover before every state is known")
+	}
+	e := h.reg["p-002"]
+	m.ObserveState(h.now, "p-002", e.version, e.state)
+	for i := 0; i < 30; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	remaining, _ := m.Draining("east")
+	assert.Zero(t, remaining)
+}
+
+// Gray failure: the write region keeps heartbeating, but an observer's
+// replica sees the commit LSN stand still while clients report errors
+// against it: after GrayStall with GrayMinErrors errors that is failure
+// evidence, and the partition fails over. Errors that stop, a commit LSN
+// that moves, or errors naming another region are not.
+func TestManagerGrayFailureFromClientErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		region   Region
+		every    time.Duration // between two reports
+		advance  bool          // the observer's commit LSN moves meanwhile
+		failover bool
+	}{
+		{"errors and a stalled commit: fail over", "east", 500 * time.Millisecond, false, true},
+		{"commit LSN advancing: no failover", "east", 500 * time.Millisecond, true, false},
+		{"errors against a follower region: ignored", "north", 500 * time.Millisecond, false, false},
+		{"a single error, then silence: no failover", "east", time.Hour, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := FastConfig()
+			h := newMgrHarness(t, cfg, 1)
+			for i := 0; i < 30; i++ {
+				h.step(100 * time.Millisecond)
+			}
+			west := h.mgrs[2]
+			start, last := h.now, time.Duration(-1)
+			for h.now < start+3*cfg.GrayStall {
+				if last < 0 || h.now-last >= tt.every {
+					last = h.now
+					west.ReportClientError(h.now, "p-000", tt.region, 1)
+					if tt.advance {
+						st := h.replicas[2]["p-000"]
+						st.CommitLSN++
+						west.UpdateReplica(h.now, "p-000", *st)
+					}
+				}
+				h.step(100 * time.Millisecond)
+			}
+			e := h.reg["p-000"]
+			if !tt.failover {
+				assert.Equal(t, Region("east"), e.state.WriteRegion)
+				assert.Equal(t, uint64(1), e.version, "no register write")
+				return
+			}
+			require.Equal(t, Region("west"), e.state.WriteRegion)
+			tr := e.state.History[len(e.state.History)-1]
+			assert.Contains(t, tr.Reason, "gray failure")
+			assert.GreaterOrEqual(t, tr.At-start, cfg.GrayStall, "not before GrayStall")
+			// The write region was never declared failed: it heartbeats.
+			failed, _, _ := west.Liveness().Failed(1, h.now)
+			assert.False(t, failed)
+		})
+	}
+}
+
+// The write region calls a follower stalled only when another follower
+// keeps up: if every follower stands still, its own data path is the
+// likelier culprit, and shrinking them would leave it alone in the write
+// quorum where no other region could take over.
+func TestManagerStalledFollowerNeedsAnotherKeepingUp(t *testing.T) {
+	tests := []struct {
+		name        string
+		northMoves  bool
+		westStalled bool
+	}{
+		{"another follower keeps up: stalled", true, true},
+		{"every follower still: the write region's fault, nobody stalled", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := FastConfig()
+			h := newMgrHarness(t, cfg, 1)
+			for i := 0; i < 20; i++ {
+				h.step(100 * time.Millisecond)
+			}
+			east := h.mgrs[1]
+			st := *h.replicas[1]["p-000"]
+			for i := 0; i < 50; i++ { // 5 s > GrayStall
+				h.now += 100 * time.Millisecond
+				st.LastLSN++
+				north := LSN(10)
+				if tt.northMoves {
+					north = st.LastLSN
+				}
+				st.Followers = []FollowerStatus{{Region: "west", MatchLSN: 10}, {Region: "north", MatchLSN: north, InSync: tt.northMoves}}
+				east.UpdateReplica(h.now, "p-000", st)
+			}
+			ev, ok := east.Evidence(h.now, "p-000")
+			require.True(t, ok)
+			west, _ := ev.Replica("west")
+			north, _ := ev.Replica("north")
+			assert.Equal(t, tt.westStalled, west.Stalled != "", "west: %q", west.Stalled)
+			assert.Empty(t, north.Stalled)
+		})
+	}
+}

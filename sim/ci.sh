@@ -47,6 +47,23 @@ for sc in node-failure write-region-isolated two-region; do
 done
 "$bin" sim --scenario flapping --seeds 1..2 --partitions 40 --profile fast --outage 5m --duration 2m --out "$out" | tail -n 1
 
+# Issue 5's other scripts, small and fast: failback (false progress found,
+# set aside in the conflict record, only the delta shipped against 8 KiB
+# of preloaded data per partition; back to the preferred region only
+# after a minute of health).
+# graceful-drain: an operator drains the write-heavy region (RPO 0, at most
+# DrainConcurrency switchovers at once), the node driving it restarts a
+# third of the way and the drain resumes.
+# gray-failure: the write-heavy region's disk stalls while it heartbeats;
+# clients' errors and the stalled commit LSN fail it over.
+# az-outage: one of three zones of the write-heavy region powered off:
+# only the partitions written in that zone move.
+echo "== fmnode sim: failback, graceful-drain, gray-failure, az-outage (small, fast profile)"
+"$bin" sim --scenario failback --seeds 1..2 --partitions 40 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
+"$bin" sim --scenario graceful-drain --seeds 1..2 --partitions 60 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
+"$bin" sim --scenario gray-failure --seeds 1..2 --partitions 40 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
+"$bin" sim --scenario az-outage --seeds 1..2 --partitions 60 --profile fast --outage 1m --duration 1m --out "$out" | tail -n 1
+
 echo "== determinism: 10 seeds again, same trace hashes"
 {
 	"$bin" sim --scenario register --faults swarm --seeds 1..4

@@ -82,6 +82,10 @@ type foClient struct {
 	// rerouteWatch: the client was live when its partition's outage began
 	// and has stayed up: its reroute time is measured.
 	rerouteWatch bool
+	// sentRegion is the region the current attempt went to; grayErr an
+	// error not yet reported (see failover_gray.go).
+	sentRegion quorum.Region
+	grayErr    foClientErr
 }
 
 // foClients is the scheduler handler of every client.
@@ -174,6 +178,7 @@ func (h foClients) Fire(now time.Duration, arg uint64) {
 	case foCReply:
 		fw.clientReply(c)
 	case foCTimeout:
+		fw.noteClientError(c, c.sentRegion)
 		fw.clientReport(c, errAttemptTimeout)
 	case foCWait:
 		fw.clientStep(c, c.op.Next(foTime(now)))
@@ -239,6 +244,7 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 		}
 		c.maxEpoch = max(c.maxEpoch, d.Entry.Epoch)
 		c.sentEpoch = d.Entry.Epoch
+		c.sentRegion = quorum.Region(d.Region)
 		to := fw.parts[c.part].nodeOfReg[ri]
 		c.arriveAt = to
 		if w.Up(c.node) && !w.Links.Cut(c.node, to) {
@@ -255,6 +261,7 @@ func (fw *foWorld) clientArrive(c *foClient) {
 	if n.host == nil || !fw.e.w.Live(c.arriveAt) {
 		return
 	}
+	fw.reportClientError(c, n)
 	c.delivered = c.delivered || c.write
 	ref := partition.ClientRef(uint64(c.idx)<<24 | c.attempt&0xffffff)
 	p := fw.parts[c.part].id
@@ -309,6 +316,7 @@ func (fw *foWorld) clientReply(c *foClient) {
 		errors.Is(r.Err, partition.ErrNotReady) || !c.write:
 		err = r.Err
 	default:
+		fw.noteClientError(c, c.sentRegion)
 		err = routing.Permanent(r.Err)
 	}
 	fw.clientReport(c, err)

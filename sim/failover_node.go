@@ -198,9 +198,12 @@ func (n *foNode) opDone(tag uint64, res caspaxos.Result) {
 		fw.learned(i, cur.Version, s, kind != foTagRead && res.Err == nil, fw.now())
 		n.mgr.ObserveState(now, name, cur.Version, s)
 		n.fed = true
-		if res.Err == nil && cur.Version > 0 && kind != foTagRead {
+		if res.Err == nil && cur.Version > 0 {
 			// Share the committed value: every manager learns it without
-			// another register operation.
+			// another register operation. Values read back are shared
+			// too (a stand-in for the register watch): a proposer that
+			// crashed after its CAS committed but before sharing it
+			// leaves the others ignorant until someone reads it back.
 			for _, o := range fw.nodes {
 				if o != n {
 					fw.ctl.Send(n.idx, o.idx, foCtl{isLearn: true, part: int32(i), version: cur.Version, data: cur.Data})

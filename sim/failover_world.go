@@ -89,6 +89,12 @@ type foWorld struct {
 	// a second region at the same epoch, so the checker must fire.
 	testDoublePromote bool
 	clientsOn         bool
+
+	// preloaded is the bytes bulk-loaded into each partition (preload).
+	preloaded int
+	// onLearn, when set, sees every newer committed register value with
+	// the one it replaces (scenario scripts time their transitions by it).
+	onLearn func(i int, old, s failover.State, at time.Duration)
 }
 
 type foEpochKey struct {
@@ -338,6 +344,9 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, byCAS bool, 
 	}
 	if byCAS && old.have {
 		fw.m.registerWrite(fw, i, old.state, s, at)
+	}
+	if fw.onLearn != nil && old.have {
+		fw.onLearn(i, old.state, s, at)
 	}
 }
 

@@ -50,6 +50,11 @@ type Config struct {
 	// client's resolver keeps serving an answer (0: 10 s).
 	DNSTTL   time.Duration
 	DNSStale time.Duration
+	// PreloadBytes is the data each partition holds before the clients
+	// start (bulk-loaded into every replica), so that a full copy has a
+	// size to compare a re-sync with: 0 is the scenario's default
+	// (DefaultPreloadBytes), negative none.
+	PreloadBytes int
 	// testDoublePromote is a test hook of the failover scenarios: the
 	// one-writer-per-epoch checker must fire.
 	testDoublePromote bool
@@ -91,6 +96,9 @@ func (c *Config) normalize() error {
 	if c.Outage < 0 || c.Outage > MaxDuration {
 		return fmt.Errorf("%w: outage %v (0..%v)", ErrConfig, c.Outage, MaxDuration)
 	}
+	if c.PreloadBytes > MaxPreloadBytes {
+		return fmt.Errorf("%w: preload bytes %d (at most %d per partition)", ErrConfig, c.PreloadBytes, MaxPreloadBytes)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -120,6 +128,9 @@ type Result struct {
 	// FailoverReport holds the failover scenarios' figures (its keys are
 	// top-level in the JSON).
 	*FailoverReport
+	// ScenarioFigures holds the re-sync accounting and the figures of the
+	// failback, drain, gray-failure and az-outage scripts (top-level keys).
+	*ScenarioFigures
 }
 
 // Failed reports whether the run found anything wrong.
@@ -160,6 +171,9 @@ func ReplayCommand(cfg Config) string {
 	}
 	if cfg.Outage > 0 {
 		fmt.Fprintf(&b, " --outage %v", cfg.Outage)
+	}
+	if cfg.PreloadBytes != 0 {
+		fmt.Fprintf(&b, " --preload-bytes %d", cfg.PreloadBytes)
 	}
 	return b.String()
 }

@@ -78,6 +78,10 @@ func failoverScenarios() []Scenario {
 			desc: "two regions (minimum durability 1) and a witness node (acceptor and manager, no replicas); the write region powered off: failover, RPO 0"},
 		failoverScenario{name: "flapping", fault: foFlapping,
 			desc: "the write-heavy region's links cut and healed every few seconds for --outage (fast profile by default): failovers per partition bounded by hysteresis"},
+		failbackScenario{},
+		drainScenario{},
+		grayScenario{},
+		azScenario{},
 	}
 }
 
@@ -169,6 +173,9 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	if err != nil {
 		return Result{}, nil, err
 	}
+	if err := fw.preload(preloadBytes(cfg)); err != nil {
+		return Result{}, nil, err
+	}
 	// Write regions gate acknowledgements on their lease, so an
 	// acknowledgement after the lease is a violation in every scenario.
 	d := &foDrill{fw: fw, profile: prof, leaseStrict: true}
@@ -194,6 +201,9 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	d.faultRun(s.fault, e.w.Now()+outage)
 	d.faultEnd()
 	back := e.w.Now()
+	// What the returning replicas hold once back (after a restart, what
+	// survived on disk) sizes the data they lack.
+	rs := fw.resyncMark(d.down)
 	// After a plain outage each partition only has to catch up once (with
 	// thousands of partitions under load they are never all idle at one
 	// instant). Other faults may leave partitions mid-recovery (hold-offs,
@@ -207,6 +217,8 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	}
 	resync := e.w.Now() - back
 	fw.m.resyncOn = false
+	var fig ScenarioFigures
+	rs.figures(fw, &fig)
 
 	e.mark("liveness")
 	fw.clientsOn = false
@@ -220,6 +232,7 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	}
 	res := fw.finish(cfg, profName, s.name)
 	res.FailoverReport.ResyncSeconds = resync.Seconds()
+	res.ScenarioFigures = &fig
 	return res, d, nil
 }
 

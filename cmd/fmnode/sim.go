@@ -63,6 +63,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	outage := fs.Duration("outage", 0, "failover scenarios: how long the fault lasts (0: region-outage 30m, others 3m)")
 	dnsTTL := fs.Duration("dns-ttl", 0, "failover scenarios: TTL of the simulated DNS records (0: 5s, the server's default)")
 	dnsStale := fs.Duration("dns-stale", 0, "failover scenarios: how long past the TTL a client's resolver serves an answer (0: 10s)")
+	preload := fs.Int("preload-bytes", 0, "failover scenarios: data bulk-loaded into each partition before the clients start, the base of the full-copy figure (0: 8 KiB; negative: none)")
 	fs.Usage = func() { simUsage(fs) }
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -108,8 +109,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Scenario: *scenario, Faults: level, Canary: *canary, CanaryControl: *canaryControl,
 		Duration: *duration, LivenessBound: *liveness, Keys: *keys, Proposers: *proposers,
 		Interval: *interval, DisableFastPath: *noFast, OutDir: *out, CheckTimeout: *checkTimeout, Logger: logger,
-		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage,
 		DNSTTL: *dnsTTL, DNSStale: *dnsStale,
+		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage, PreloadBytes: *preload,
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,
 		Workers: *workers, FaultsInjected: make(map[string]uint64), FailedSeeds: []uint64{}}
@@ -197,6 +198,9 @@ func printRun(w io.Writer, r sim.Result, canary bool) {
 	}
 	if r.FailoverReport != nil {
 		fmt.Fprint(w, r.FailoverReport.Table())
+		if r.ScenarioFigures != nil {
+			fmt.Fprint(w, r.ScenarioFigures.Table())
+		}
 		fmt.Fprintf(w, "sim s/wall s %.0f\n", r.SimPerWall)
 	}
 	if !r.Failed() {
