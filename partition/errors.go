@@ -118,6 +118,15 @@ func (e *RedirectError) Error() string {
 		e.Partition, e.Reason, e.RequestEpoch, e.Epoch, e.WriteRegion)
 }
 
+// RedirectTo is where the request should go instead: the partition, and
+// the epoch and write region as this replica knows them. With it the
+// error satisfies the routing client's Redirect interface
+// (txtdns/routing), so a client hands the error to the router as is; this
+// package does not import the router.
+func (e *RedirectError) RedirectTo() (partition uint32, epoch uint64, writeRegion string) {
+	return uint32(e.Partition), uint64(e.Epoch), string(e.WriteRegion)
+}
+
 // Is maps the reason to its sentinel.
 func (e *RedirectError) Is(target error) bool {
 	switch e.Reason {

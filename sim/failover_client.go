@@ -86,6 +86,10 @@ type foClient struct {
 	// error not yet reported (see failover_gray.go).
 	sentRegion quorum.Region
 	grayErr    foClientErr
+	// pendingSends and pendingQueries count the attempts and DNS queries
+	// the client made while its partition's failover was pending (the
+	// load a long outage puts on the live regions).
+	pendingSends, pendingQueries int
 }
 
 // foClients is the scheduler handler of every client.
@@ -218,7 +222,7 @@ func (fw *foWorld) clientStart(c *foClient) {
 	}
 	c.hi = fw.e.hist.Call(c.hclient, regInput{Kind: kind, Key: c.keyStr, Data: c.value}, now)
 	fw.e.ops.Issued++
-	c.op = fw.router(c).Begin(uint32(c.part), req)
+	c.op = fw.router(c).Begin(fw.rp(c.part), req)
 	fw.clientStep(c, c.op.Next(foTime(now)))
 }
 
@@ -229,6 +233,9 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 	switch d.Action {
 	case routing.ActResolve:
 		c.resolving = true
+		if fw.m.pending(c) {
+			c.pendingQueries++
+		}
 		fw.dns.query(c)
 	case routing.ActWait:
 		w.Sched.After(d.Wait, NoNode, foClients{fw}, fw.cArg(c, foCWait))
@@ -245,12 +252,19 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 		c.maxEpoch = max(c.maxEpoch, d.Entry.Epoch)
 		c.sentEpoch = d.Entry.Epoch
 		c.sentRegion = quorum.Region(d.Region)
+		if fw.m.pending(c) {
+			c.pendingSends++
+		}
 		to := fw.parts[c.part].nodeOfReg[ri]
 		c.arriveAt = to
 		if w.Up(c.node) && !w.Links.Cut(c.node, to) {
 			w.Sched.After(fw.oneWay(c.node, to), NoNode, foClients{fw}, fw.cArg(c, foCArrive))
 		}
-		w.Sched.After(foAttemptTimeout, NoNode, foClients{fw}, fw.cArg(c, foCTimeout))
+		timeout := foAttemptTimeout
+		if d.Timeout > 0 {
+			timeout = min(timeout, d.Timeout) // a quick half-open probe
+		}
+		w.Sched.After(timeout, NoNode, foClients{fw}, fw.cArg(c, foCTimeout))
 	case routing.ActDone:
 		fw.clientEnd(c, d.Err)
 	}
@@ -300,18 +314,17 @@ func (fw *foWorld) deliverReplies(n *foNode, rs []partition.Reply) {
 }
 
 // clientReply turns the data plane's answer into what the routing core
-// classifies: the typed redirect (as routing's Redirect), errors that
-// certainly did not apply the request (retried), and the rest (a write's
-// outcome is then unknown: not retried).
+// classifies: the typed redirect (partition.RedirectError is a
+// routing.Redirect as is), errors that certainly did not apply the request
+// (retried), and the rest (a write's outcome is then unknown: not retried).
 func (fw *foWorld) clientReply(c *foClient) {
 	r := c.reply
-	var re *partition.RedirectError
+	var rd routing.Redirect
 	var err error
 	switch {
 	case r.Err == nil:
-	case errors.As(r.Err, &re):
-		err = &routing.RedirectError{Partition: uint32(c.part), Epoch: uint64(re.Epoch),
-			WriteRegion: string(re.WriteRegion), Reason: re.Reason.String()}
+	case errors.As(r.Err, &rd):
+		err = r.Err
 	case errors.Is(r.Err, partition.ErrBackpressure) || errors.Is(r.Err, partition.ErrLeaseExpired) ||
 		errors.Is(r.Err, partition.ErrNotReady) || !c.write:
 		err = r.Err

@@ -136,12 +136,14 @@ func newFoDNS(fw *foWorld, ttl, stale time.Duration) (*foDNS, error) {
 	d.sub = watch.Subscribe("", 0)
 	nr := len(fw.regions)
 	for r := 0; r < nr; r++ {
-		pub, err := txtdns.NewPublisher(txtdns.PublisherConfig{Zone: foDNSZone, TTL: ttl, MaxPartitions: len(fw.parts), Clock: foClock{fw}})
+		pub, err := txtdns.NewPublisher(txtdns.PublisherConfig{Zone: foDNSZone, TTL: ttl, MaxPartitions: len(fw.parts) + 1, Clock: foClock{fw}})
 		if err != nil {
 			return nil, fmt.Errorf("sim: dns publisher: %w", err)
 		}
 		d.pubs = append(d.pubs, pub)
-		rt, err := routing.NewRouter(routing.RouterConfig{Partitions: uint32(len(fw.parts)), Rand: fw.rng})
+		// Routers and publishers number partitions by partition.ID (from
+		// 1), as the data plane's redirects do.
+		rt, err := routing.NewRouter(routing.RouterConfig{Partitions: uint32(len(fw.parts)) + 1, Rand: fw.rng})
 		if err != nil {
 			return nil, fmt.Errorf("sim: router: %w", err)
 		}
@@ -153,13 +155,16 @@ func newFoDNS(fw *foWorld, ttl, stale time.Duration) (*foDNS, error) {
 	return d, nil
 }
 
-// routeOf is the DNS route of a committed failover state.
-func routeOf(i int, s failover.State, at time.Duration) txtdns.Route {
+// rp is partition i's number in DNS and in the routers: its partition.ID.
+func (fw *foWorld) rp(i int) uint32 { return uint32(fw.parts[i].id) }
+
+// routeOf is the DNS route of partition p's committed failover state.
+func routeOf(p uint32, s failover.State, at time.Duration) txtdns.Route {
 	prio := make([]string, 0, len(s.Priority))
 	for _, r := range s.Priority {
 		prio = append(prio, string(r))
 	}
-	return txtdns.Route{Partition: uint32(i), Epoch: uint64(s.Epoch), WriteRegion: string(s.WriteRegion),
+	return txtdns.Route{Partition: p, Epoch: uint64(s.Epoch), WriteRegion: string(s.WriteRegion),
 		Priority: prio, ConfigVersion: 1, CommittedAt: foTime(at)}
 }
 
@@ -184,7 +189,7 @@ func (d *foDNS) committed(i int, version uint64, s failover.State) {
 		if err != nil {
 			continue
 		}
-		rt := routeOf(i, st, fw.now())
+		rt := routeOf(fw.rp(i), st, fw.now())
 		from, ok := fw.nodeFor(i, st.WriteRegion)
 		if !ok {
 			continue
@@ -244,7 +249,7 @@ func (h foDNSH) Fire(now time.Duration, arg uint64) {
 		if !d.pubLive(m.pub) {
 			return // the resolver's fetch timeout moves on
 		}
-		m.ans, m.err = d.pubs[m.pub].LookupTXT(txtdns.PartitionName(foDNSZone, uint32(m.part)))
+		m.ans, m.err = d.pubs[m.pub].LookupTXT(txtdns.PartitionName(foDNSZone, d.fw.rp(m.part)))
 		m.kind = dnsFetchBack
 		d.send(int32(m.pub), m.res, m)
 	case dnsFetchBack:
@@ -272,7 +277,7 @@ func (d *foDNS) pubLive(r int) bool {
 		for i := range d.fw.parts {
 			if v, ok := d.watch.Latest(d.fw.parts[i].name); ok {
 				if st, err := failover.Decode(v.Data); err == nil {
-					d.apply(r, routeOf(i, st, d.fw.now()))
+					d.apply(r, routeOf(d.fw.rp(i), st, d.fw.now()))
 				}
 			}
 		}
@@ -371,16 +376,17 @@ func (d *foDNS) offer(r, i int, ans txtdns.TXTAnswer, err error) (*routing.Entry
 	if err != nil {
 		return nil, fmt.Errorf("sim: resolve partition %d: %w", i, err)
 	}
+	p := fw.rp(i)
 	for _, rec := range ans.Records {
 		run, err := txtdns.DecodeRun(rec)
-		if err != nil || !run.Contains(uint32(i)) {
+		if err != nil || !run.Contains(p) {
 			continue
 		}
-		if rt.OfferRun(run, ans.TTL, now, uint32(i)) == routing.RejectedOlder {
+		if rt.OfferRun(run, ans.TTL, now, p) == routing.RejectedOlder {
 			d.stats.RefusedOlder++
 		}
 		d.checkEpochs(r, run)
-		if e, ok := rt.Cache().Get(uint32(i)); ok {
+		if e, ok := rt.Cache().Get(p); ok {
 			return e, nil
 		}
 	}
@@ -390,10 +396,10 @@ func (d *foDNS) offer(r, i int, ans txtdns.TXTAnswer, err error) (*routing.Entry
 // checkEpochs asserts the routes of a run's partitions never went back.
 func (d *foDNS) checkEpochs(r int, run txtdns.Run) {
 	rt := d.routers[r]
-	hi := min(int(run.Hi), len(d.epochSeen[r])-1)
-	for q := int(run.Lo); q <= hi; q++ {
+	hi := min(int(run.Hi), len(d.epochSeen[r]))
+	for q := max(int(run.Lo), 1); q <= hi; q++ { // partition.ID q is partition q-1
 		if e, ok := rt.Cache().Get(uint32(q)); ok {
-			d.noteEpoch(r, q, e.Epoch)
+			d.noteEpoch(r, q-1, e.Epoch)
 		}
 	}
 }

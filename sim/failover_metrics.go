@@ -112,6 +112,38 @@ func (m *foMetrics) clientAck(fw *foWorld, c *foClient, tok partition.Token, at 
 	}
 }
 
+// pending reports whether client c's partition is affected by the outage
+// and its failover has not committed yet (the client's load counts).
+func (m *foMetrics) pending(c *foClient) bool {
+	return c.rerouteWatch && m.outage && m.affected[c.part] && m.complete[c.part] == 0
+}
+
+// pendingLoad is the clients' load while their failovers were pending:
+// attempts and DNS queries per client per second, over the clients that
+// stayed up from the outage to the commit.
+func (m *foMetrics) pendingLoad(fw *foWorld) PendingLoad {
+	var secs float64
+	var sends, queries int
+	for _, c := range fw.clients {
+		if !c.rerouteWatch || !m.affected[c.part] || m.complete[c.part] == 0 {
+			continue
+		}
+		secs += float64(m.complete[c.part]-1) / float64(time.Second)
+		sends, queries = sends+c.pendingSends, queries+c.pendingQueries
+	}
+	if secs == 0 {
+		return PendingLoad{}
+	}
+	return PendingLoad{AttemptsPerClientS: float64(sends) / secs, DNSQueriesPerClientS: float64(queries) / secs}
+}
+
+// PendingLoad is what the clients of an affected partition send while
+// its failover is pending (per client per second).
+type PendingLoad struct {
+	AttemptsPerClientS   float64 `json:"attempts_per_client_s"`
+	DNSQueriesPerClientS float64 `json:"dns_queries_per_client_s"`
+}
+
 // clientFigures are the clients' view of the failover: for every client
 // that stayed up, from the failover's commit to its first write in the new
 // write region (and how many never got there), and per affected
@@ -187,25 +219,28 @@ type FailoverReport struct {
 	// there. ClientUnavailability: per affected partition, the longest
 	// spell in seconds from a client's first unacknowledged write to its
 	// next acknowledged one.
-	ClientReroute                 Dist       `json:"client_reroute_s"`
-	ClientRerouteMissing          int        `json:"client_reroute_missing"`
-	ClientUnavailability          Dist       `json:"client_unavailability_s"`
-	DNS                           foDNSStats `json:"dns"`
-	DNSTTLSeconds                 float64    `json:"dns_ttl_s"`
-	DNSStaleSeconds               float64    `json:"dns_resolver_stale_s"`
-	FailedOverWithin60s           float64    `json:"failed_over_within_60s_fraction"`
-	NotFailedOver                 int        `json:"not_failed_over"`
-	RPO                           RPODist    `json:"rpo_ops"`
-	SteadyRegisterWritesPerPartHr float64    `json:"steady_register_writes_per_partition_hour"`
-	RegisterWrites                uint64     `json:"register_writes"`
-	Failovers                     uint64     `json:"failovers"`
-	ResyncBytes                   uint64     `json:"resync_bytes"`
-	FullCopyBytes                 uint64     `json:"full_copy_bytes"`
-	ResyncSeconds                 float64    `json:"resync_s"`
-	FalseProgressOps              uint64     `json:"false_progress_ops"`
-	ActionErrors                  uint64     `json:"action_errors"`
-	FirstActionError              string     `json:"first_action_error,omitempty"`
-	Paper                         Paper      `json:"paper"`
+	ClientReroute        Dist `json:"client_reroute_s"`
+	ClientRerouteMissing int  `json:"client_reroute_missing"`
+	ClientUnavailability Dist `json:"client_unavailability_s"`
+	// ClientPendingLoad: the clients' attempts and DNS queries per client
+	// per second while their partition's failover was pending.
+	ClientPendingLoad             PendingLoad `json:"client_pending_load"`
+	DNS                           foDNSStats  `json:"dns"`
+	DNSTTLSeconds                 float64     `json:"dns_ttl_s"`
+	DNSStaleSeconds               float64     `json:"dns_resolver_stale_s"`
+	FailedOverWithin60s           float64     `json:"failed_over_within_60s_fraction"`
+	NotFailedOver                 int         `json:"not_failed_over"`
+	RPO                           RPODist     `json:"rpo_ops"`
+	SteadyRegisterWritesPerPartHr float64     `json:"steady_register_writes_per_partition_hour"`
+	RegisterWrites                uint64      `json:"register_writes"`
+	Failovers                     uint64      `json:"failovers"`
+	ResyncBytes                   uint64      `json:"resync_bytes"`
+	FullCopyBytes                 uint64      `json:"full_copy_bytes"`
+	ResyncSeconds                 float64     `json:"resync_s"`
+	FalseProgressOps              uint64      `json:"false_progress_ops"`
+	ActionErrors                  uint64      `json:"action_errors"`
+	FirstActionError              string      `json:"first_action_error,omitempty"`
+	Paper                         Paper       `json:"paper"`
 }
 
 // RPODist is the data loss in acknowledged operations per partition.
@@ -264,6 +299,7 @@ func (m *foMetrics) report(fw *foWorld, profile string, lost []int) *FailoverRep
 		"from the outage, the partition's live clients write without think time (retrying with the routing backoff) until one lands"
 	reroute, unavail, rmiss := m.clientFigures(fw)
 	r.ClientReroute, r.ClientRerouteMissing, r.ClientUnavailability = distOf(reroute), rmiss, distOf(unavail)
+	r.ClientPendingLoad = m.pendingLoad(fw)
 	if fw.dns != nil {
 		r.DNS, r.DNSTTLSeconds, r.DNSStaleSeconds = fw.dns.stats, fw.dns.ttl.Seconds(), fw.dns.stale.Seconds()
 	}
@@ -307,6 +343,8 @@ func (r *FailoverReport) Table() string {
 		r.ClientReroute.Mean, r.ClientReroute.P50, r.ClientReroute.P99, r.ClientReroute.Max, r.ClientReroute.N, r.ClientRerouteMissing)
 	fmt.Fprintf(&b, "%-34s %9.1f %9.1f %9.1f %9.1f   longest spell without an acknowledged write\n", "client unavailability/partition",
 		r.ClientUnavailability.Mean, r.ClientUnavailability.P50, r.ClientUnavailability.P99, r.ClientUnavailability.Max)
+	fmt.Fprintf(&b, "%-34s %9.2f attempts + %.2f dns queries per client per second while the failover was pending\n", "client load (pending)",
+		r.ClientPendingLoad.AttemptsPerClientS, r.ClientPendingLoad.DNSQueriesPerClientS)
 	fmt.Fprintf(&b, "%-34s %9.2f %9s %9.0f %9.0f   %.0f / %.0f\n", "RPO (acknowledged ops lost)", r.RPO.Mean, "", r.RPO.P99, r.RPO.Max, p.RPOMean, p.RPOP99)
 	fmt.Fprintf(&b, "%-34s %9.4f %39s\n", "failed over within 60 s", r.FailedOverWithin60s, fmt.Sprintf("> %.2f", p.Within60s))
 	fmt.Fprintf(&b, "%-34s %9.3f %39s\n", "steady register writes/partition/h", r.SteadyRegisterWritesPerPartHr, "0 (heartbeats write nothing)")

@@ -42,6 +42,23 @@ type BreakerConfig struct {
 	// ProbeTimeout: a half-open probe that reports nothing for this long
 	// is presumed lost and another probe is allowed. Default 10 s.
 	ProbeTimeout time.Duration
+	// ProbeDeadline bounds a half-open probe of a region whose breaker
+	// was tripped (Trip: a live replica confirmed that the region the
+	// request failed to reach is still the write region, so a failover
+	// is pending). Such a probe is a real attempt; one that waited a full
+	// attempt timeout while the failover commits would hold the client
+	// back from the new write region, so it is given up after
+	// ProbeDeadline and the operation moves on to the live regions at
+	// once. Set it above the region's normal attempt latency. Default
+	// 300 ms.
+	ProbeDeadline time.Duration
+	// QuickProbeFor is how long after the first Trip (since the breaker
+	// last closed) its probes keep ProbeDeadline. Past it they wait the
+	// driver's full attempt timeout, so a region that came back slower
+	// than ProbeDeadline without being failed over still closes its
+	// breaker. Keep it above the failover's detection and commit time.
+	// Default 3 min.
+	QuickProbeFor time.Duration
 	// MaxBreakers bounds the tracked (not plainly closed) breakers.
 	// Default 65536.
 	MaxBreakers int
@@ -69,6 +86,18 @@ func (c *BreakerConfig) setDefaults() error {
 	if c.ProbeTimeout < time.Millisecond || c.ProbeTimeout > time.Hour {
 		return configErr("BreakerProbeTimeout", "%v: must be in [1ms, 1h]", c.ProbeTimeout)
 	}
+	if c.ProbeDeadline == 0 {
+		c.ProbeDeadline = 300 * time.Millisecond
+	}
+	if c.ProbeDeadline < time.Millisecond || c.ProbeDeadline > c.ProbeTimeout {
+		return configErr("BreakerProbeDeadline", "%v: must be in [1ms, BreakerProbeTimeout %v]", c.ProbeDeadline, c.ProbeTimeout)
+	}
+	if c.QuickProbeFor == 0 {
+		c.QuickProbeFor = 3 * time.Minute
+	}
+	if c.QuickProbeFor < time.Millisecond || c.QuickProbeFor > 24*time.Hour {
+		return configErr("BreakerQuickProbeFor", "%v: must be in [1ms, 24h]", c.QuickProbeFor)
+	}
 	if c.MaxBreakers == 0 {
 		c.MaxBreakers = 65536
 	}
@@ -88,6 +117,7 @@ type breaker struct {
 	failures  int
 	openUntil time.Time
 	probeAt   time.Time // when the half-open probe was let through
+	trippedAt time.Time // the first Trip since the breaker closed (zero: none)
 }
 
 // Breakers is a circuit breaker per partition and region: FailureThreshold
@@ -116,29 +146,58 @@ func NewBreakers(cfg BreakerConfig) (*Breakers, error) {
 // request through as the probe; the caller must report Success, Failure or
 // Release for it.
 func (b *Breakers) Allow(p uint32, region string, now time.Time) bool {
+	ok, _ := b.AllowProbe(p, region, now)
+	return ok
+}
+
+// AllowProbe is Allow that also says how long the request may take: a
+// half-open probe of a tripped breaker (within QuickProbeFor of its first
+// Trip) gets ProbeDeadline, after which the caller gives the attempt up
+// and reports it failed; otherwise 0 (the caller's own attempt timeout).
+func (b *Breakers) AllowProbe(p uint32, region string, now time.Time) (bool, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	br := b.m[breakerKey{p, region}]
 	if br == nil {
-		return true
+		return true, 0
 	}
 	switch br.state {
 	case Open:
 		if now.Before(br.openUntil) {
-			return false
+			return false, 0
 		}
 		b.setState(p, region, br, HalfOpen)
 		br.probeAt = now
-		return true
+		return true, b.probeDeadline(br, now)
 	case HalfOpen:
 		if now.Sub(br.probeAt) >= b.cfg.ProbeTimeout {
 			br.probeAt = now // the previous probe is lost: let another through
-			return true
+			return true, b.probeDeadline(br, now)
 		}
-		return false
+		return false, 0
 	default:
-		return true
+		return true, 0
 	}
+}
+
+// QuickProbeDue reports whether Allow would now let a quick probe
+// (ProbeDeadline) through to region for partition p. It changes nothing.
+func (b *Breakers) QuickProbeDue(p uint32, region string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	br := b.m[breakerKey{p, region}]
+	if br == nil || b.probeDeadline(br, now) == 0 {
+		return false
+	}
+	return br.state == Open && !now.Before(br.openUntil) ||
+		br.state == HalfOpen && now.Sub(br.probeAt) >= b.cfg.ProbeTimeout
+}
+
+func (b *Breakers) probeDeadline(br *breaker, now time.Time) time.Duration {
+	if !br.trippedAt.IsZero() && now.Sub(br.trippedAt) < b.cfg.QuickProbeFor {
+		return b.cfg.ProbeDeadline
+	}
+	return 0
 }
 
 // State returns the breaker's state (an open breaker past its window
@@ -211,7 +270,8 @@ func (b *Breakers) Failure(p uint32, region string, now time.Time) {
 // Trip opens the breaker at once (for OpenFor), whatever its failure
 // count: the caller has other evidence that the region is out (a live
 // replica confirmed it is still the write region the request failed to
-// reach). An open breaker's window is extended.
+// reach). An open breaker's window is extended. Its half-open probes are
+// quick (ProbeDeadline) for QuickProbeFor from the first Trip.
 func (b *Breakers) Trip(p uint32, region string, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -230,6 +290,9 @@ func (b *Breakers) Trip(p uint32, region string, now time.Time) {
 	}
 	b.setState(p, region, br, Open)
 	br.openUntil = later(br.openUntil, now.Add(b.cfg.OpenFor))
+	if br.trippedAt.IsZero() {
+		br.trippedAt = now
+	}
 }
 
 // Release gives back a half-open probe that ended without a verdict (the

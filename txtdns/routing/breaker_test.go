@@ -99,3 +99,83 @@ func TestBreakerBound(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "BreakerFailureThreshold")
 }
+
+// TestBreakerQuickProbes: a breaker a live replica tripped (a failover is
+// pending) lets its half-open probes through with ProbeDeadline, for
+// QuickProbeFor from its first Trip; one opened by failures alone, or
+// tripped longer ago, probes with the caller's full timeout.
+func TestBreakerQuickProbes(t *testing.T) {
+	const deadline = 300 * time.Millisecond
+	tests := []struct {
+		name      string
+		setup     func(b *Breakers)
+		at        time.Duration
+		wantDue   bool
+		wantAllow bool
+		wantLimit time.Duration
+	}{
+		{"tripped: quick probe after the window", func(b *Breakers) { b.Trip(1, "a", t0) },
+			5 * time.Second, true, true, deadline},
+		{"tripped: nothing within the window", func(b *Breakers) { b.Trip(1, "a", t0) },
+			4 * time.Second, false, false, 0},
+		{"opened by failures: full probe", func(b *Breakers) {
+			for range 3 {
+				b.Failure(1, "a", t0)
+			}
+		}, 5 * time.Second, false, true, 0},
+		{"failed quick probe: the next is quick too", func(b *Breakers) {
+			b.Trip(1, "a", t0)
+			b.Allow(1, "a", t0.Add(5*time.Second))
+			b.Failure(1, "a", t0.Add(5*time.Second+deadline))
+		}, 10*time.Second + deadline, true, true, deadline},
+		{"re-tripped: quickness counts from the first trip", func(b *Breakers) {
+			b.Trip(1, "a", t0)
+			b.Trip(1, "a", t0.Add(2*time.Minute+58*time.Second))
+		}, 3*time.Minute + 3*time.Second, false, true, 0},
+		{"closed by a success: a later trip starts over", func(b *Breakers) {
+			b.Trip(1, "a", t0)
+			b.Success(1, "a")
+			b.Trip(1, "a", t0.Add(4*time.Minute))
+		}, 4*time.Minute + 5*time.Second, true, true, deadline},
+		{"lost quick probe: another, quick", func(b *Breakers) {
+			b.Trip(1, "a", t0)
+			b.Allow(1, "a", t0.Add(5*time.Second))
+		}, 15 * time.Second, true, true, deadline},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := NewBreakers(BreakerConfig{ProbeDeadline: deadline, QuickProbeFor: 3 * time.Minute})
+			require.NoError(t, err)
+			tc.setup(b)
+			now := t0.Add(tc.at)
+			assert.Equal(t, tc.wantDue, b.QuickProbeDue(1, "a", now))
+			before := b.State(1, "a")
+			ok, limit := b.AllowProbe(1, "a", now)
+			assert.Equal(t, tc.wantAllow, ok)
+			assert.Equal(t, tc.wantLimit, limit)
+			if ok && before == Open {
+				assert.Equal(t, HalfOpen, b.State(1, "a"), "the probe is out")
+			}
+			ok2, _ := b.AllowProbe(1, "a", now)
+			assert.False(t, ok2 && before != Closed, "one probe at a time")
+		})
+	}
+}
+
+func TestBreakerProbeConfigErrorsNameTheField(t *testing.T) {
+	tests := []struct {
+		field string
+		cfg   BreakerConfig
+	}{
+		{"BreakerProbeDeadline", BreakerConfig{ProbeDeadline: -time.Second}},
+		{"BreakerProbeDeadline", BreakerConfig{ProbeDeadline: time.Minute, ProbeTimeout: time.Second}},
+		{"BreakerQuickProbeFor", BreakerConfig{QuickProbeFor: -time.Second}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.field, func(t *testing.T) {
+			_, err := NewBreakers(tc.cfg)
+			require.ErrorIs(t, err, ErrInvalidConfig)
+			assert.Contains(t, err.Error(), tc.field)
+		})
+	}
+}

@@ -172,6 +172,11 @@ type Target struct {
 	MaxStaleness time.Duration
 	// Attempt counts from 1.
 	Attempt int
+	// Timeout, if non-zero, is how long this attempt may take: a quick
+	// half-open probe of a region whose failover is pending (see
+	// BreakerConfig.ProbeDeadline). Exec bounds the attempt's context
+	// with it; an Op driven by hand should too.
+	Timeout time.Duration
 }
 
 // Op performs one attempt of an operation at t. It returns the session
@@ -422,6 +427,7 @@ func (call *Call) Next(ctx context.Context) Step {
 			now := c.clock.Now()
 			t, err := c.target(ctx, p, d.Entry, d.Region, call.req, d.Attempt, now)
 			if err == nil {
+				t.Timeout = d.Timeout
 				return Step{Target: t}
 			}
 			if ctx.Err() != nil {
@@ -477,10 +483,14 @@ func (call *Call) Report(ctx context.Context, tok SessionToken, opErr error) (wa
 }
 
 func (c *Client) call(ctx context.Context, op Op, t Target) (SessionToken, error) {
-	if c.cfg.AttemptTimeout <= 0 {
+	timeout := c.cfg.AttemptTimeout
+	if t.Timeout > 0 && (timeout <= 0 || t.Timeout < timeout) {
+		timeout = t.Timeout
+	}
+	if timeout <= 0 {
 		return op(ctx, t)
 	}
-	actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return op(actx, t)
 }

@@ -859,3 +859,59 @@ func TestStaleDNSServerNeverMovesClientBackwards(t *testing.T) {
 	}
 	assert.Equal(t, 5.0, metricValue(c.m.answers[RejectedOlder]))
 }
+
+// TestExecBoundsQuickProbes: while a failover is pending, Exec gives the
+// dead write region's half-open probe the probe deadline (the attempt's
+// context) instead of the full attempt timeout, after asking a live
+// region; the commit is then learnt from the next live region at once.
+func TestExecBoundsQuickProbes(t *testing.T) {
+	const probeDeadline = 200 * time.Millisecond
+	w := newWorld(t, 64, func(c *Config) {
+		c.AttemptTimeout = time.Hour
+		c.Breaker.ProbeDeadline = probeDeadline
+	})
+	ctx := context.Background()
+	p := uint32(9)
+	key := keyFor(w.client, p)
+	w.plane.setDown("eastus", true)
+	// The outage: eastus fails, a live region says it is still the
+	// write region: the breaker trips.
+	_ = w.client.Do(ctx, key, w.plane.op)
+	require.Equal(t, Open, w.client.Breakers().State(p, "eastus"))
+
+	w.clock.Advance(6 * time.Second)
+	type call struct {
+		region string
+		limit  time.Duration // the attempt's context deadline from now (0: none)
+	}
+	var calls []call
+	failedOver := false
+	op := func(ctx context.Context, tg Target) (SessionToken, error) {
+		c := call{region: tg.Region}
+		if dl, ok := ctx.Deadline(); ok {
+			c.limit = time.Until(dl)
+		}
+		calls = append(calls, c)
+		if tg.Region == "eastus" && !failedOver {
+			// The failover commits while the probe waits.
+			w.failover(t, p, "westus")
+			failedOver = true
+		}
+		return w.plane.op(ctx, tg)
+	}
+	require.NoError(t, w.client.Do(ctx, key, op))
+	require.GreaterOrEqual(t, len(calls), 3, "%+v", calls)
+	assert.NotEqual(t, "eastus", calls[0].region, "a live region first")
+	var probe *call
+	for i := range calls {
+		if calls[i].region == "eastus" {
+			probe = &calls[i]
+		} else if probe == nil {
+			assert.Greater(t, calls[i].limit, time.Minute, "other attempts keep AttemptTimeout")
+		}
+	}
+	require.NotNil(t, probe, "%+v", calls)
+	assert.Positive(t, probe.limit)
+	assert.LessOrEqual(t, probe.limit, probeDeadline)
+	assert.Equal(t, "westus", calls[len(calls)-1].region)
+}

@@ -36,6 +36,18 @@
 // whose answer — a redirect or success — is how a client learns of a
 // failover before DNS does. Attempts and redirects are bounded.
 //
+// A live replica that names the write region an operation failed to reach
+// (same epoch: "not yet") says a failover is pending: the region's
+// breaker trips, and the client polls the live regions every RedirectPoll
+// (jittered to half) until one names the new epoch. The tripped region's
+// half-open probes (to see whether it came back without a failover) are
+// quick: they go right after a live region's "not yet", are given up
+// after ProbeDeadline (Decision.Timeout, Target.Timeout) rather than the
+// full attempt timeout, and do not count as the operation's attempts, so
+// a failover that commits during a probe costs the client at most that
+// deadline. Past QuickProbeFor from the trip, probes take the full
+// timeout again (a region that came back slow still closes its breaker).
+//
 // # Consistency
 //
 // Reads carry a Consistency (strong, bounded staleness, session, eventual)

@@ -313,17 +313,36 @@ func (r *Router) Classify(err error) AttemptClass {
 // else among those it tried that answered (a redirect, a stale read);
 // else among those that failed. So an operation does not go back to a
 // region that just failed while live replicas answer.
-func (r *Router) pick(p uint32, cands []string, tried, failed *triedSet, now time.Time) (string, bool) {
+//
+// It also returns the attempt's deadline: non-zero for a quick half-open
+// probe (Breakers.AllowProbe). With deferQuick (no live region answered
+// this operation yet), a quick probe goes last: a live region is asked
+// first, so the probe follows fresh news that the failover is still
+// pending instead of delaying the news that it committed.
+func (r *Router) pick(p uint32, cands []string, tried, failed *triedSet, deferQuick bool, now time.Time) (string, time.Duration, bool) {
+	deferred := ""
 	for tier := range 3 {
 		for _, c := range cands {
 			t, f := tried.has(c), failed.has(c)
 			in := tier == 0 && !t || tier == 1 && t && !f || tier == 2 && f
-			if in && r.breakers.Allow(p, c, now) {
-				return c, true
+			if !in {
+				continue
+			}
+			if deferQuick && deferred == "" && r.breakers.QuickProbeDue(p, c, now) {
+				deferred = c
+				continue
+			}
+			if ok, deadline := r.breakers.AllowProbe(p, c, now); ok {
+				return c, deadline, true
 			}
 		}
 	}
-	return "", false
+	if deferred != "" {
+		if ok, deadline := r.breakers.AllowProbe(p, deferred, now); ok {
+			return deferred, deadline, true
+		}
+	}
+	return "", 0, false
 }
 
 // Action is what an Operation asks of its driver.
@@ -351,6 +370,12 @@ type Decision struct {
 	Region  string
 	Entry   *Entry
 	Attempt int
+	// Timeout, if non-zero, bounds the attempt below the driver's own
+	// attempt timeout: it is a quick half-open probe of a region a live
+	// replica reported still the write region while unreachable (a
+	// failover is pending). The driver gives it up after Timeout and
+	// Reports it failed; the operation then moves on at once.
+	Timeout time.Duration
 	// ActResolve: a refresh forced by a failure (the cached route may
 	// be fresh).
 	Force bool
@@ -403,6 +428,7 @@ type Operation struct {
 	force     bool
 	last      error
 	region    string // the region of the attempt in flight
+	quick     bool   // the attempt in flight is a quick half-open probe
 	pending   bool   // a live replica answered that nothing changed yet
 	state     opState
 	final     error
@@ -443,7 +469,16 @@ func (o *Operation) fail(err error, b Backoff) Decision {
 		return o.finish(o.exhausted(err))
 	}
 	o.r.obs.Retry()
+	if b.Max == 0 {
+		return Decision{Action: ActWait} // no wait: the caller calls Next at once
+	}
 	return Decision{Action: ActWait, Wait: b.Delay(o.attempts)}
+}
+
+// steadyPoll is the poll backoff at its cap: RedirectPoll with equal
+// jitter, in [RedirectPoll/2, RedirectPoll].
+func (r *Router) steadyPoll() Backoff {
+	return Backoff{Base: r.cfg.RedirectPoll, Max: r.cfg.RedirectPoll, Rand: r.cfg.Rand}
 }
 
 // RetryDelay is how long the application should wait before it retries
@@ -453,7 +488,7 @@ func (o *Operation) fail(err error, b Backoff) Decision {
 // learn the new one), else the capped exponential backoff.
 func (o *Operation) RetryDelay(n int) time.Duration {
 	if o.pending {
-		return o.r.poll.Delay(n)
+		return o.r.steadyPoll().Delay(n)
 	}
 	return o.r.backoff.Delay(n)
 }
@@ -504,12 +539,12 @@ func (o *Operation) Resolved(now time.Time, e *Entry, err error) Decision {
 
 func (o *Operation) pick(e *Entry, now time.Time) Decision {
 	cands := Candidates(o.candBuf[:], *e, o.req, o.r.cfg.PreferredRegions)
-	region, ok := o.r.pick(o.p, cands, &o.tried, &o.failed, now)
+	region, deadline, ok := o.r.pick(o.p, cands, &o.tried, &o.failed, !o.pending, now)
 	if !ok {
 		return o.fail(fmt.Errorf("%w: partition %d", ErrCircuitOpen, o.p), o.r.backoff)
 	}
-	o.region, o.state = region, opSending
-	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1}
+	o.region, o.quick, o.state = region, deadline > 0, opSending
+	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1, Timeout: deadline}
 }
 
 // Unsent reports that the attempt Next chose could not be sent (the
@@ -585,8 +620,23 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 		// replicas, which will name the new write region.
 		o.tried.add(region)
 		o.pending = true
-		if e, ok := r.cache.Get(p); ok && to == e.WriteRegion && epoch == e.Epoch && o.failed.has(to) {
+		e, ok := r.cache.Get(p)
+		named := ok && to == e.WriteRegion && epoch == e.Epoch
+		if named && o.failed.has(to) {
 			r.breakers.Trip(p, to, now)
+		}
+		if named && !o.tried.has(to) && r.breakers.QuickProbeDue(p, to, now) {
+			// The named write region's quick probe is due: it goes now,
+			// right after this fresh "not yet", and stands in for the
+			// poll's wait.
+			return verdict(o.fail(opErr, Backoff{}))
+		}
+		if named {
+			// A failover is pending: poll at the configured interval
+			// (RedirectPoll, jittered down to half), not faster, however
+			// many operations start: the load on the live regions stays
+			// bounded through a long outage.
+			return verdict(o.fail(opErr, r.steadyPoll()))
 		}
 		return verdict(o.fail(opErr, r.poll))
 	case AttemptStaleRead:
@@ -607,6 +657,16 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 		o.tried.add(region)
 		o.failed.add(region)
 		o.force = true
+		if o.quick {
+			// A quick probe of a region whose failover is pending is the
+			// breaker's attempt, not one of the operation's (MaxAttempts;
+			// at most one per OpenFor, and every step is bounded): its
+			// deadline spaced the attempts already, so the next one (a
+			// live region, or a refreshed route) goes at once.
+			o.last = opErr
+			r.obs.Retry()
+			return Verdict{Class: cls}
+		}
 		return verdict(o.fail(opErr, r.backoff))
 	}
 }

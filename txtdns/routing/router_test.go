@@ -2,6 +2,7 @@ package routing
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/txtdns"
 )
 
@@ -287,4 +289,196 @@ func TestRetryDelayPollsWhileAFailoverIsPending(t *testing.T) {
 		assert.LessOrEqual(t, failing.RetryDelay(n), DefaultBackoffMax)
 	}
 	assert.Greater(t, failing.RetryDelay(20), DefaultRedirectPoll, "other failures back off further")
+}
+
+// TestOperationQuickProbeWhileFailoverPending: eastus, the write region
+// of partition 1, is tripped (a live replica confirmed it is still the
+// write region after an attempt there failed: a failover is pending). Its
+// half-open probe must never make an operation sit in the dead region's
+// timeout: it goes after fresh news from a live region, with the probe
+// deadline, and the operation moves on at once when it fails.
+func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
+	notYet := &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"}
+	committed := &RedirectError{Partition: 1, Epoch: 4, WriteRegion: "westus"}
+	timeout := errors.New("timeout")
+	const probeDeadline = 300 * time.Millisecond
+	type step struct {
+		region  string        // the attempt Next must send
+		timeout time.Duration // its Decision.Timeout
+		result  error
+		wait    string // "none", "poll" (steady poll), "done"
+	}
+	tests := []struct {
+		name  string
+		at    time.Duration // after the trip
+		prio  []string      // the partition's priority list (default prio)
+		steps []step
+		// attempts counted by the operation at the end
+		attempts  int
+		wantState BreakerState
+	}{
+		{name: "within the open window: live regions only", at: time.Second,
+			steps: []step{
+				{"westus", 0, notYet, "poll"},
+				{"northeu", 0, committed, "none"},
+				{"westus", 0, nil, "done"},
+			}, attempts: 1, wantState: Open},
+		{name: "probe due: a live region first, then the probe at once, then on at once", at: 5 * time.Second,
+			steps: []step{
+				{"westus", 0, notYet, "none"},
+				{"eastus", probeDeadline, timeout, "none"},
+				{"northeu", 0, notYet, "poll"},
+			}, attempts: 2, wantState: Open},
+		{name: "commit during the probe: the next live region redirects", at: 5 * time.Second,
+			steps: []step{
+				{"westus", 0, notYet, "none"},
+				{"eastus", probeDeadline, timeout, "none"},
+				{"northeu", 0, committed, "none"},
+				{"westus", 0, nil, "done"},
+			}, attempts: 1, wantState: Open},
+		{name: "the region came back: the probe closes the breaker", at: 5 * time.Second,
+			steps: []step{
+				{"westus", 0, notYet, "none"},
+				{"eastus", probeDeadline, nil, "done"},
+			}, attempts: 1, wantState: Closed},
+		{name: "no live region to ask: the probe goes anyway", at: 5 * time.Second, prio: []string{"eastus"},
+			steps: []step{
+				{"eastus", probeDeadline, timeout, "none"},
+			}, attempts: 0, wantState: Open},
+		{name: "tripped long ago: a full probe, first", at: 3*time.Minute + time.Second,
+			steps: []step{
+				{"eastus", 0, timeout, "backoff"},
+			}, attempts: 1, wantState: Open},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRouter(t, func(c *RouterConfig) {
+				c.Breaker.ProbeDeadline = probeDeadline
+				c.Breaker.QuickProbeFor = 3 * time.Minute
+			})
+			if tc.prio != nil {
+				r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: tc.prio, ConfigVersion: 2}, time.Hour, t0, 1)
+			}
+			r.Breakers().Trip(1, "eastus", t0)
+			// The DNS route stays fresh for the test (forced refreshes are
+			// answered from the cache).
+			r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: cmpPrio(tc.prio), ConfigVersion: 3}, time.Hour, t0.Add(tc.at), 1)
+			now := t0.Add(tc.at)
+			op := r.Begin(1, Request{Write: true})
+			for i, s := range tc.steps {
+				d := op.Next(now)
+				if d.Action == ActResolve {
+					e, _ := r.Cache().Get(1)
+					d = op.Resolved(now, e, nil)
+				}
+				require.Equal(t, ActSend, d.Action, "step %d: %+v", i, d)
+				assert.Equal(t, s.region, d.Region, "step %d", i)
+				assert.Equal(t, s.timeout, d.Timeout, "step %d", i)
+				if d.Timeout > 0 {
+					now = now.Add(d.Timeout)
+				}
+				v := op.Report(now, s.result)
+				switch s.wait {
+				case "none":
+					assert.False(t, v.Done, "step %d", i)
+					assert.Zero(t, v.Wait, "step %d: the next attempt goes at once", i)
+				case "poll":
+					assert.False(t, v.Done, "step %d", i)
+					assert.GreaterOrEqual(t, v.Wait, DefaultRedirectPoll/2, "step %d: steady poll, not faster", i)
+					assert.LessOrEqual(t, v.Wait, DefaultRedirectPoll, "step %d", i)
+				case "backoff":
+					assert.False(t, v.Done, "step %d", i)
+					assert.Positive(t, v.Wait, "step %d", i)
+				case "done":
+					assert.True(t, v.Done, "step %d", i)
+					assert.NoError(t, v.Err, "step %d", i)
+				}
+				now = now.Add(v.Wait)
+			}
+			assert.Equal(t, tc.attempts, op.Attempts(), "a quick probe is not one of the operation's attempts")
+			assert.Equal(t, tc.wantState, r.Breakers().State(1, "eastus"))
+		})
+	}
+}
+
+func cmpPrio(p []string) []string {
+	if p == nil {
+		return prio
+	}
+	return p
+}
+
+// TestOperationQuickProbesAreBounded: however long a failover stays
+// pending, operations end within MaxAttempts polls, quick probes at most
+// once per open window, and no attempt waits past the probe deadline.
+func TestOperationQuickProbesAreBounded(t *testing.T) {
+	r := newTestRouter(t, nil)
+	r.Breakers().Trip(1, "eastus", t0)
+	now := t0
+	var probes, sends int
+	for now.Before(t0.Add(3*time.Minute - 10*time.Second)) { // within QuickProbeFor
+		op := r.Begin(1, Request{Write: true})
+		for steps := 0; ; steps++ {
+			require.Less(t, steps, 100, "an operation's steps are bounded")
+			d := op.Next(now)
+			if d.Action == ActResolve {
+				e, _ := r.Cache().Get(1)
+				d = op.Resolved(now, e, nil)
+			}
+			if d.Action == ActWait {
+				now = now.Add(d.Wait)
+				continue
+			}
+			if d.Action == ActDone {
+				break
+			}
+			require.Equal(t, ActSend, d.Action)
+			sends++
+			var v Verdict
+			if d.Region == "eastus" {
+				probes++
+				require.Positive(t, d.Timeout, "every probe of the dead region is quick")
+				now = now.Add(d.Timeout)
+				v = op.Report(now, errors.New("timeout"))
+			} else {
+				v = op.Report(now, &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"})
+			}
+			now = now.Add(v.Wait)
+			if v.Done {
+				break
+			}
+		}
+		now = now.Add(op.RetryDelay(1))
+	}
+	elapsed := now.Sub(t0)
+	assert.LessOrEqual(t, probes, int(elapsed/(5*time.Second))+1, "at most one probe per open window")
+	assert.Positive(t, probes)
+	assert.LessOrEqual(t, float64(sends)/elapsed.Seconds(), 2/DefaultRedirectPoll.Seconds()+1,
+		"polls stay near one per RedirectPoll")
+}
+
+// TestPartitionRedirectIsARedirect: the data plane's typed redirect
+// satisfies Redirect as is (no conversion), wrapped or not.
+func TestPartitionRedirectIsARedirect(t *testing.T) {
+	var _ Redirect = (*partition.RedirectError)(nil)
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"bare", &partition.RedirectError{Partition: 1, Epoch: 4, WriteRegion: "westus", Reason: partition.ReasonStaleEpoch, RequestEpoch: 3}},
+		{"wrapped", fmt.Errorf("rpc: %w", &partition.RedirectError{Partition: 1, Epoch: 4, WriteRegion: "westus", Reason: partition.ReasonNotWriteRegion})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRouter(t, nil)
+			assert.Equal(t, AttemptRedirect, r.Classify(tc.err))
+			op := r.Begin(1, Request{Write: true})
+			mustSend(t, &op, t0)
+			v := op.Report(t0, tc.err)
+			assert.Zero(t, v.Wait)
+			d := mustSend(t, &op, t0)
+			assert.Equal(t, "westus", d.Region)
+			assert.Equal(t, uint64(4), d.Entry.Epoch)
+		})
+	}
 }
