@@ -109,6 +109,10 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 
 	e.mark("safety")
 	s.inject(r)
+	// The affected partitions' clients write without think time from the
+	// fault on, as in region-outage, so that write recovery and reroute
+	// are measured the same way in every scripted scenario.
+	fw.startProbes()
 	s.run(r, e.w.Now()+outage)
 	s.heal(r)
 	r.back = e.w.Now()
