@@ -295,6 +295,24 @@ func (b *Breakers) Trip(p uint32, region string, now time.Time) {
 	}
 }
 
+// Reset forgets the breaker of partition p and region (closed, no
+// failures, no trip): the region was made p's write region by a failover
+// committed after the failures it counted (a failover commits only to a
+// region that was live and caught up), so that evidence is older than
+// the route that now names it.
+func (b *Breakers) Reset(p uint32, region string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := breakerKey{p, region}
+	br := b.m[k]
+	if br == nil {
+		return
+	}
+	b.setState(p, region, br, Closed)
+	b.counts[Closed]--
+	delete(b.m, k)
+}
+
 // Release gives back a half-open probe that ended without a verdict (the
 // caller's context ended), so another request may probe.
 func (b *Breakers) Release(p uint32, region string) {

@@ -36,6 +36,15 @@
 // whose answer — a redirect or success — is how a client learns of a
 // failover before DNS does. Attempts and redirects are bounded.
 //
+// What an operation learnt under one route says nothing of a newer one:
+// when the cache moves a partition to a newer epoch (by redirect or DNS),
+// the operation forgets which regions it tried and which failed, and the
+// breaker of the new write region is reset (a failover commits only to a
+// live, caught-up region, so failures counted before it are stale). A
+// graceful switchover's target that did not answer while it was a
+// follower (or whose node restarted) is thus tried at once when the new
+// epoch names it, instead of sitting behind its breaker for OpenFor.
+//
 // A live replica that names the write region an operation failed to reach
 // (same epoch: "not yet") says a failover is pending: the region's
 // breaker trips, and the client polls the live regions every RedirectPoll

@@ -261,7 +261,9 @@ func (r *Router) OfferRun(run txtdns.Run, ttl time.Duration, now time.Time, p ui
 	}
 	out := RejectedFull
 	for q := lo; q <= hi; q++ {
+		before := r.epochOf(uint32(q))
 		o := r.cache.Offer(run.Route(uint32(q)), expires, now)
+		r.promoted(uint32(q), before, o)
 		r.obs.Answer(o)
 		if uint32(q) == p || q == hi {
 			out = o
@@ -277,9 +279,35 @@ func (r *Router) Redirect(p uint32, epoch uint64, region string, now time.Time) 
 		r.obs.Redirect(RejectedOlder)
 		return RejectedOlder
 	}
+	before := r.epochOf(p)
 	out := r.cache.Redirect(p, epoch, region, now.Add(r.cfg.RedirectTTL), now)
+	r.promoted(p, before, out)
 	r.obs.Redirect(out)
 	return out
+}
+
+// epochOf is p's cached epoch (0: none).
+func (r *Router) epochOf(p uint32) uint64 {
+	if e, ok := r.cache.Get(p); ok {
+		return e.Epoch
+	}
+	return 0
+}
+
+// promoted resets the breaker of p's new write region when the cache
+// moved p from a cached epoch to a newer one: failures counted against
+// that region (as a follower, or before it came back) predate the
+// failover that made it the write region, which commits only to a live,
+// caught-up region. Without this a breaker opened while the region was
+// down or fenced keeps the clients off the new write region for OpenFor
+// after the failover, polling replicas that all name it.
+func (r *Router) promoted(p uint32, before uint64, out Outcome) {
+	if before == 0 || out != Updated {
+		return
+	}
+	if e, ok := r.cache.Get(p); ok && e.Epoch > before {
+		r.breakers.Reset(p, e.WriteRegion)
+	}
 }
 
 // Classify says what an attempt's error means: nil is success; a
@@ -430,8 +458,12 @@ type Operation struct {
 	region    string // the region of the attempt in flight
 	quick     bool   // the attempt in flight is a quick half-open probe
 	pending   bool   // a live replica answered that nothing changed yet
-	state     opState
-	final     error
+	// setEpoch is the route epoch tried and failed were gathered under:
+	// a newer route (from a redirect or DNS) starts them afresh, as what
+	// failed under the old route says nothing of the new one.
+	setEpoch uint64
+	state    opState
+	final    error
 }
 
 // Begin starts routing one operation of partition p.
@@ -538,6 +570,9 @@ func (o *Operation) Resolved(now time.Time, e *Entry, err error) Decision {
 }
 
 func (o *Operation) pick(e *Entry, now time.Time) Decision {
+	if e.Epoch > o.setEpoch {
+		o.tried, o.failed, o.setEpoch = triedSet{}, triedSet{}, e.Epoch
+	}
 	cands := Candidates(o.candBuf[:], *e, o.req, o.r.cfg.PreferredRegions)
 	region, deadline, ok := o.r.pick(o.p, cands, &o.tried, &o.failed, !o.pending, now)
 	if !ok {

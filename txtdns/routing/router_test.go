@@ -482,3 +482,91 @@ func TestPartitionRedirectIsARedirect(t *testing.T) {
 		})
 	}
 }
+
+// TestRouterPromotedRegionLeavesItsBreaker: a breaker opened against a
+// region (while it was a follower, or down) is forgotten when a newer
+// epoch names that region the write region, learnt by redirect or DNS; a
+// route that is not newer, or names another region, leaves it open.
+func TestRouterPromotedRegionLeavesItsBreaker(t *testing.T) {
+	tests := []struct {
+		name      string
+		learn     func(r *Router, now time.Time)
+		wantState BreakerState
+		wantFirst string // where the next operation's first attempt goes
+	}{
+		{name: "redirect to a newer epoch naming it",
+			learn:     func(r *Router, now time.Time) { r.Redirect(2, 4, "westus", now) },
+			wantState: Closed, wantFirst: "westus"},
+		{name: "DNS answer with a newer epoch naming it",
+			learn: func(r *Router, now time.Time) {
+				r.OfferRun(txtdns.Run{Lo: 2, Hi: 2, Epoch: 4, WriteRegion: "westus", Priority: prio, ConfigVersion: 1}, 5*time.Second, now, 2)
+			},
+			wantState: Closed, wantFirst: "westus"},
+		{name: "same epoch: nothing learnt",
+			learn:     func(r *Router, now time.Time) { r.Redirect(2, 3, "eastus", now) },
+			wantState: Open, wantFirst: "eastus"},
+		{name: "newer epoch naming another region",
+			learn:     func(r *Router, now time.Time) { r.Redirect(2, 4, "northeu", now) },
+			wantState: Open, wantFirst: "northeu"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRouter(t, nil)
+			for range r.Config().Breaker.FailureThreshold {
+				r.Breakers().Failure(2, "westus", t0)
+			}
+			r.Breakers().Trip(2, "westus", t0)
+			require.Equal(t, Open, r.Breakers().State(2, "westus"))
+			now := t0.Add(time.Second)
+			tc.learn(r, now)
+			assert.Equal(t, tc.wantState, r.Breakers().State(2, "westus"))
+			op := r.Begin(2, Request{Write: true})
+			assert.Equal(t, tc.wantFirst, mustSend(t, &op, now).Region)
+		})
+	}
+}
+
+// TestOperationNewRouteStartsAfresh: what an operation failed under an
+// old route says nothing of a newer one. A graceful switchover: the
+// fenced write region answers "paused", the next region does not answer
+// (it is being promoted, or its node restarts), DNS then names it the
+// write region at a newer epoch: the next attempt goes there, and a live
+// replica naming it does not trip its breaker as a pending failover.
+func TestOperationNewRouteStartsAfresh(t *testing.T) {
+	r := newTestRouter(t, nil)
+	op := r.Begin(2, Request{Write: true})
+	now := t0
+	d := mustSend(t, &op, now)
+	require.Equal(t, "eastus", d.Region)
+	v := op.Report(now, &partition.RedirectError{Partition: 2, Epoch: 3, WriteRegion: "eastus", Reason: partition.ReasonPaused})
+	require.False(t, v.Done)
+	require.Positive(t, v.Wait, "paused: nothing new, poll")
+	now = now.Add(v.Wait)
+	d = mustSend(t, &op, now)
+	require.Equal(t, "westus", d.Region)
+	v = op.Report(now, errors.New("timeout"))
+	require.False(t, v.Done)
+	now = now.Add(v.Wait)
+	d = op.Next(now)
+	require.Equal(t, ActResolve, d.Action)
+	r.OfferRun(txtdns.Run{Lo: 0, Hi: 7, Epoch: 4, WriteRegion: "westus", Priority: prio, ConfigVersion: 1}, 5*time.Second, now, 2)
+	e, ok := r.Cache().Get(2)
+	require.True(t, ok)
+	d = op.Resolved(now, e, nil)
+	require.Equal(t, ActSend, d.Action)
+	assert.Equal(t, "westus", d.Region, "the new write region first, though it failed under the old route")
+	assert.Equal(t, uint64(4), d.Entry.Epoch)
+	// Had it gone elsewhere: a live replica names westus at epoch 4; an
+	// attempt that failed under epoch 3 is no evidence of a pending failover.
+	v = op.Report(now, errors.New("timeout"))
+	require.False(t, v.Done)
+	now = now.Add(v.Wait)
+	if d = op.Next(now); d.Action == ActResolve {
+		e, _ = r.Cache().Get(2)
+		d = op.Resolved(now, e, nil)
+	}
+	require.Equal(t, ActSend, d.Action)
+	require.NotEqual(t, "westus", d.Region)
+	op.Report(now, &RedirectError{Partition: 2, Epoch: 4, WriteRegion: "westus"})
+	assert.Equal(t, Open, r.Breakers().State(2, "westus"), "failed under epoch 4 and named at epoch 4: tripped")
+}
