@@ -80,8 +80,12 @@ type foClient struct {
 	spellFrom   time.Duration
 	firstNewAck time.Duration
 	// rerouteWatch: the client was live when its partition's outage began
-	// and has stayed up: its reroute time is measured.
+	// and has stayed up: its reroute time is measured. partitioned: it
+	// could not reach the new write region's replica at the commit or at
+	// one of its attempts before its first write landed there (reported
+	// apart, see foMetrics.notePartitioned).
 	rerouteWatch bool
+	partitioned  bool
 	// sentRegion is the region the current attempt went to; grayErr an
 	// error not yet reported (see failover_gray.go).
 	sentRegion quorum.Region
@@ -134,7 +138,7 @@ func (fw *foWorld) startProbes() {
 			continue
 		}
 		c.probe, c.probeEpoch, c.probeUntil = true, uint64(fw.m.epochT0[c.part]), now+foProbeMax
-		c.rerouteWatch = true
+		c.rerouteWatch, c.partitioned = true, false
 		if !c.active {
 			fw.scheduleStart(c, 0)
 		}
@@ -182,6 +186,7 @@ func (h foClients) Fire(now time.Duration, arg uint64) {
 	case foCReply:
 		fw.clientReply(c)
 	case foCTimeout:
+		fw.m.attemptReach(fw, c)
 		fw.noteClientError(c, c.sentRegion)
 		fw.clientReport(c, errAttemptTimeout)
 	case foCWait:
@@ -255,6 +260,7 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 		if fw.m.pending(c) {
 			c.pendingSends++
 		}
+		fw.m.attemptReach(fw, c)
 		to := fw.parts[c.part].nodeOfReg[ri]
 		c.arriveAt = to
 		if w.Up(c.node) && !w.Links.Cut(c.node, to) {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +89,63 @@ func TestDNSConfigErrorsNameTheField(t *testing.T) {
 	_, err = newFoWorld(Config{Seed: 1, DNSStale: -time.Second}.withDefaults(), spec)
 	require.ErrorIs(t, err, ErrConfig)
 	assert.Contains(t, err.Error(), "DNSStale")
+}
+
+// TestScriptedRerouteWithinOneSecond: in the scripted scenarios, every
+// client that could reach its partition's new write region writes there
+// within 1 s of the commit. In graceful-drain the fenced write region
+// answers "paused" and the drain driver (a node of the target region)
+// restarts mid-drain: the clients whose new write region is on it are
+// partitioned from it and reported apart. In failback the cut region's
+// own clients cannot reach the new write region until the heal: they
+// are reported apart, and the other regions' clients are measured.
+func TestScriptedRerouteWithinOneSecond(t *testing.T) {
+	tests := []struct {
+		scenario, profile string
+		partitions        int
+		outage            time.Duration
+		wantPartitioned   bool
+	}{
+		{scenario: "graceful-drain", profile: "fast", partitions: 60, outage: time.Minute, wantPartitioned: true},
+		{scenario: "graceful-drain", profile: "paper", partitions: 60, outage: time.Minute, wantPartitioned: true},
+		{scenario: "failback", profile: "fast", partitions: 20, outage: 30 * time.Second, wantPartitioned: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.scenario+"/"+tc.profile, func(t *testing.T) {
+			res, err := Run(Config{Scenario: tc.scenario, Seed: 1, Partitions: tc.partitions, FailoverProfile: tc.profile,
+				Outage: tc.outage, Duration: tc.outage})
+			require.NoError(t, err)
+			r := res.FailoverReport
+			t.Logf("%s", r.Table())
+			require.Empty(t, res.Violations)
+			require.Equal(t, LinOK, res.Linearizable)
+			require.Positive(t, r.ClientReroute.N, "clients that could reach the new write region were measured")
+			require.Zero(t, r.ClientRerouteMissing)
+			assert.LessOrEqual(t, r.ClientReroute.P99, 1.0, "reroute p99 within 1 s of the commit")
+			if tc.wantPartitioned {
+				assert.Positive(t, r.ClientReroutePartitioned, "clients cut from the new write region are reported apart")
+				assert.Greater(t, r.ClientReroutePartitionedS.Max, 1.0, "and their wait measures the fault")
+			}
+			assert.Contains(t, r.WriteRecoveryMeasures, "client_reroute_partitioned")
+		})
+	}
+}
+
+// TestRerouteTableSaysNA: with no client measured the table prints n/a,
+// not zeros.
+func TestRerouteTableSaysNA(t *testing.T) {
+	line := func(r FailoverReport) string {
+		for _, l := range strings.Split(r.Table(), "\n") {
+			if strings.HasPrefix(l, "client reroute") {
+				return l
+			}
+		}
+		return ""
+	}
+	r := FailoverReport{ClientRerouteMissing: 2}
+	assert.Contains(t, line(r), "n/a")
+	assert.NotContains(t, line(r), "0.00")
+	r.ClientReroute = distOf([]float64{0.4, 0.6})
+	assert.NotContains(t, line(r), "n/a")
+	assert.Contains(t, line(r), "0.60")
 }

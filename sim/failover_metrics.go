@@ -9,6 +9,7 @@ import (
 
 	"github.com/fmnode/fmnode/failover"
 	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/quorum"
 )
 
 // foMetrics collects what a failover run measures. Times are virtual.
@@ -79,6 +80,7 @@ func (m *foMetrics) registerWrite(fw *foWorld, i int, old, s failover.State, at 
 		m.failovers++
 		if m.outage && m.affected[i] && m.complete[i] == 0 && at >= m.t0 {
 			m.complete[i] = at - m.t0 + 1 // +1ns: zero means "not yet"
+			m.notePartitioned(fw, i, s.WriteRegion)
 		}
 	}
 }
@@ -109,6 +111,39 @@ func (m *foMetrics) clientAck(fw *foWorld, c *foClient, tok partition.Token, at 
 	}
 	if m.outage && m.affected[c.part] && c.firstNewAck == 0 && at >= m.t0 && failover.Epoch(tok.Epoch) > m.epochT0[c.part] {
 		c.firstNewAck = at + 1
+	}
+}
+
+// notePartitioned marks the watched clients of partition i that cannot
+// reach the replica of its new write region now (the client's or that
+// replica's node down or paused, or a link between them cut): their
+// reroute time would measure the network partition or the outage, not
+// routing. Called at the failover's commit and at every attempt the
+// client makes until its first write lands in the new epoch.
+func (m *foMetrics) notePartitioned(fw *foWorld, i int, region quorum.Region) {
+	for _, c := range fw.clients {
+		if c.part == i {
+			m.checkReach(fw, c, region)
+		}
+	}
+}
+
+func (m *foMetrics) checkReach(fw *foWorld, c *foClient, region quorum.Region) {
+	if !c.rerouteWatch || c.partitioned || c.firstNewAck != 0 {
+		return
+	}
+	w := fw.e.w
+	node, ok := fw.nodeFor(c.part, region)
+	if !ok || !w.Live(c.node) || !w.Live(node) || w.Links.Cut(c.node, node) || w.Links.Cut(node, c.node) {
+		c.partitioned = true
+	}
+}
+
+// attemptReach is checkReach at one of client c's attempts, once its
+// partition's failover committed.
+func (m *foMetrics) attemptReach(fw *foWorld, c *foClient) {
+	if m.outage && m.affected[c.part] && m.complete[c.part] != 0 {
+		m.checkReach(fw, c, fw.reg[c.part].state.WriteRegion)
 	}
 }
 
@@ -148,22 +183,45 @@ type PendingLoad struct {
 // that stayed up, from the failover's commit to its first write in the new
 // write region (and how many never got there), and per affected
 // partition the longest spell without an acknowledged write.
-func (m *foMetrics) clientFigures(fw *foWorld) (reroute, unavail []float64, missing int) {
+//
+// Only clients that could reach the new write region's replica are in
+// reroute (checked at the commit and at each of their attempts until
+// their first write landed there, see notePartitioned); the others are
+// counted in cut and their times, from the commit too, are in cutSecs.
+func (m *foMetrics) clientFigures(fw *foWorld) (reroute, cutSecs, unavail []float64, missing, cut int) {
 	for _, c := range fw.clients {
 		i := c.part
 		if !m.affected[i] || !c.rerouteWatch || m.complete[i] == 0 {
 			continue
 		}
+		if c.partitioned {
+			cut++
+		}
 		if c.firstNewAck == 0 {
-			missing++
+			if !c.partitioned {
+				missing++
+			}
 			continue
 		}
 		commit := m.t0 + m.complete[i] - 1
-		reroute = append(reroute, max(0, float64(c.firstNewAck-1-commit)/float64(time.Second)))
+		d := max(0, float64(c.firstNewAck-1-commit)/float64(time.Second))
+		if c.partitioned {
+			cutSecs = append(cutSecs, d)
+		} else {
+			reroute = append(reroute, d)
+		}
 	}
 	u, _ := secs(m.unavail, m.affected)
-	return reroute, u, missing
+	return reroute, cutSecs, u, missing, cut
 }
+
+// clientRerouteMeasures is the rule behind client_reroute_s, in every
+// failover scenario.
+const clientRerouteMeasures = "client_reroute_s: per client of an affected partition that stayed up from the outage, seconds from the " +
+	"failover's commit to its first write acknowledged in the new epoch, over the clients that could reach the new write region's " +
+	"replica (client and replica nodes live, no link between them cut) at the commit and at each of their attempts until that write; " +
+	"the others are client_reroute_partitioned (count; their times from the commit in client_reroute_partitioned_s), as their wait " +
+	"measures the fault, not routing"
 
 // dataSent counts the bytes shipped to a returning node: ops and snapshot
 // pairs (what a re-sync costs, against a full copy).
@@ -213,15 +271,24 @@ type FailoverReport struct {
 	WriteRecovery      Dist   `json:"write_recovery_s"`
 	// WriteRecoveryMeasures says what write_recovery_s measures.
 	WriteRecoveryMeasures string `json:"write_recovery_measures"`
-	// ClientReroute: per client that stayed up, seconds from the commit
+	// ClientReroute: per client that stayed up and could reach the new
+	// write region (see clientRerouteMeasures), seconds from the commit
 	// of its partition's failover to its first write acknowledged by the
 	// new write region; ClientRerouteMissing counts those that never got
-	// there. ClientUnavailability: per affected partition, the longest
+	// there. ClientReroutePartitioned counts the clients that could not
+	// reach the new write region's replica at the commit or at one of
+	// their attempts; ClientReroutePartitionedS is their time from the
+	// commit (those that got there). ClientUnavailability: per affected
+	// partition, the longest
 	// spell in seconds from a client's first unacknowledged write to its
 	// next acknowledged one.
 	ClientReroute        Dist `json:"client_reroute_s"`
 	ClientRerouteMissing int  `json:"client_reroute_missing"`
-	ClientUnavailability Dist `json:"client_unavailability_s"`
+	// ClientRerouteMeasures states the rule (clientRerouteMeasures).
+	ClientRerouteMeasures     string `json:"client_reroute_measures"`
+	ClientReroutePartitioned  int    `json:"client_reroute_partitioned"`
+	ClientReroutePartitionedS Dist   `json:"client_reroute_partitioned_s"`
+	ClientUnavailability      Dist   `json:"client_unavailability_s"`
 	// ClientPendingLoad: the clients' attempts and DNS queries per client
 	// per second while their partition's failover was pending.
 	ClientPendingLoad             PendingLoad `json:"client_pending_load"`
@@ -296,9 +363,11 @@ func (m *foMetrics) report(fw *foWorld, profile string, lost []int) *FailoverRep
 	r.Detection, r.FailoverCompletion, r.WriteRecovery = distOf(det), distOf(comp), distOf(rec)
 	r.NotFailedOver = missing
 	r.WriteRecoveryMeasures = "per affected partition, seconds from the outage to its first write acknowledged in a new epoch; " +
-		"from the outage, the partition's live clients write without think time (retrying with the routing backoff) until one lands"
-	reroute, unavail, rmiss := m.clientFigures(fw)
+		"from the outage, the partition's live clients write without think time (retrying with the routing backoff) until one lands. " +
+		clientRerouteMeasures
+	reroute, cutSecs, unavail, rmiss, cut := m.clientFigures(fw)
 	r.ClientReroute, r.ClientRerouteMissing, r.ClientUnavailability = distOf(reroute), rmiss, distOf(unavail)
+	r.ClientRerouteMeasures, r.ClientReroutePartitioned, r.ClientReroutePartitionedS = clientRerouteMeasures, cut, distOf(cutSecs)
 	r.ClientPendingLoad = m.pendingLoad(fw)
 	if fw.dns != nil {
 		r.DNS, r.DNSTTLSeconds, r.DNSStaleSeconds = fw.dns.stats, fw.dns.ttl.Seconds(), fw.dns.stale.Seconds()
@@ -339,8 +408,18 @@ func (r *FailoverReport) Table() string {
 	row("detection", r.Detection, p.DetectionMean, p.DetectionP99)
 	row("failover completion", r.FailoverCompletion, p.CompletionMean, p.CompletionP99)
 	row("write recovery", r.WriteRecovery, p.RecoveryMean, p.RecoveryP99)
-	fmt.Fprintf(&b, "%-34s %9.2f %9.2f %9.2f %9.2f   goal p99 <= 1 s (%d clients, %d never rerouted)\n", "client reroute (s from commit)",
-		r.ClientReroute.Mean, r.ClientReroute.P50, r.ClientReroute.P99, r.ClientReroute.Max, r.ClientReroute.N, r.ClientRerouteMissing)
+	if r.ClientReroute.N > 0 {
+		fmt.Fprintf(&b, "%-34s %9.2f %9.2f %9.2f %9.2f   goal p99 <= 1 s (%d clients, %d never rerouted)\n", "client reroute (s from commit)",
+			r.ClientReroute.Mean, r.ClientReroute.P50, r.ClientReroute.P99, r.ClientReroute.Max, r.ClientReroute.N, r.ClientRerouteMissing)
+	} else {
+		fmt.Fprintf(&b, "%-34s %9s %9s %9s %9s   goal p99 <= 1 s (no client measured, %d never rerouted)\n", "client reroute (s from commit)",
+			"n/a", "n/a", "n/a", "n/a", r.ClientRerouteMissing)
+	}
+	if r.ClientReroutePartitioned > 0 {
+		d := r.ClientReroutePartitionedS
+		fmt.Fprintf(&b, "%-34s %9.2f %9.2f %9.2f %9.2f   %d clients partitioned from the new write region (not in the row above; %d got there)\n",
+			"  partitioned (s from commit)", d.Mean, d.P50, d.P99, d.Max, r.ClientReroutePartitioned, d.N)
+	}
 	fmt.Fprintf(&b, "%-34s %9.1f %9.1f %9.1f %9.1f   longest spell without an acknowledged write\n", "client unavailability/partition",
 		r.ClientUnavailability.Mean, r.ClientUnavailability.P50, r.ClientUnavailability.P99, r.ClientUnavailability.Max)
 	fmt.Fprintf(&b, "%-34s %9.2f attempts + %.2f dns queries per client per second while the failover was pending\n", "client load (pending)",
