@@ -35,6 +35,11 @@ const (
 	DecideResume
 	// DecideReopen: a fenced write region resumes writes at a new epoch.
 	DecideReopen
+	// DecidePrepareGrow writes nothing to the register: the write region
+	// first counts a caught-up region in its commit rule (a pending
+	// member); the register grows only once that region is in sync, so it
+	// never lists a member that may lack an acknowledged write.
+	DecidePrepareGrow
 )
 
 func (k DecisionKind) String() string {
@@ -61,6 +66,8 @@ func (k DecisionKind) String() string {
 		return "resume"
 	case DecideReopen:
 		return "reopen"
+	case DecidePrepareGrow:
+		return "prepare-grow"
 	}
 	return fmt.Sprintf("DecisionKind(%d)", uint8(k))
 }
@@ -80,6 +87,10 @@ type ReplicaEvidence struct {
 	// region already counts it in its commit rule and it holds every
 	// committed LSN, so adding it to the write quorum loses nothing.
 	InSync bool
+	// CaughtUp is reported by the write region for another region: it
+	// holds everything assigned so far (it may still be outside the commit
+	// rule, so writes may commit without it).
+	CaughtUp bool
 	// HealthySince: the replica has been continuously live since then.
 	HealthySince time.Duration
 	// Stalled, reported by the write region: the replica's node is live
@@ -540,8 +551,14 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 		return d, true
 	}
 	// Growth is decided where the write region's replica is: only it knows
-	// that a region already counts in its commit rule and holds every
-	// committed LSN.
+	// whether a region counts in its commit rule and holds every committed
+	// LSN. It takes two steps so that the register never lists a member
+	// that may lack an acknowledged write: a caught-up region first joins
+	// the write region's commit rule (prepare-grow, a local change: no
+	// register write), and the register grows only once the write region
+	// reports it in sync. Growing an in-sync region is safe even if it has
+	// failed since (it holds every commit; a shrink follows), so a prepared
+	// grow whose proposal has an unknown outcome is always completed.
 	if ev.Proposer != s.WriteRegion {
 		return d, false
 	}
@@ -550,7 +567,15 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 			continue
 		}
 		x, ok := ev.Replica(r)
-		if !ok || !x.Live || !x.InSync || x.Epoch != s.Epoch {
+		if !ok || x.Epoch != s.Epoch {
+			continue
+		}
+		if !x.InSync {
+			if x.Live && x.CaughtUp && x.Stalled == "" {
+				d.Kind, d.Target = DecidePrepareGrow, r
+				d.because("%s caught up at LSN %d: count it in the commit rule before growing the write quorum", r, x.LastLSN)
+				return d, true
+			}
 			continue
 		}
 		wq, err := s.WriteQuorum.Grow(r, true)
@@ -561,9 +586,9 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 		next.WriteQuorum = wq
 		next.setProgress(RegionProgress{Region: r, Epoch: x.Epoch, LSN: x.LastLSN})
 		next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideGrowQuorum, To: r, Proposer: ev.Proposer,
-			Reason: fmt.Sprintf("%s caught up at LSN %d; write quorum now %v", r, x.LastLSN, wq.Members)})
+			Reason: fmt.Sprintf("%s in the commit rule and in sync at LSN %d; write quorum now %v", r, x.LastLSN, wq.Members)})
 		d.Kind, d.Next, d.Target = DecideGrowQuorum, &next, r
-		d.because("add caught-up region %s to the write quorum", r)
+		d.because("add in-sync region %s to the write quorum", r)
 		return d, true
 	}
 	return d, false

@@ -193,7 +193,17 @@ func TestDecideQuorumShrinkAndGrow(t *testing.T) {
 	// Growth needs the write region's word that north is in sync.
 	ev := healthy(2*time.Minute, "east", map[Region]LSN{"east": 9, "north": 9})
 	assert.Equal(t, DecideNone, Decide(cfg, s, ev).Kind)
-	ev.Replicas[2].InSync = true // north
+	// Caught up but outside the commit rule: first join the rule (a local
+	// change), never the register.
+	ev.Replicas[2].CaughtUp = true // north
+	d = Decide(cfg, s, ev)
+	require.Equal(t, DecidePrepareGrow, d.Kind)
+	assert.Equal(t, Region("north"), d.Target)
+	assert.Nil(t, d.Next, "prepare-grow writes nothing to the register")
+	ev.Replicas[2].Stalled = "match LSN still"
+	assert.Equal(t, DecideNone, Decide(cfg, s, ev).Kind, "a stalled region is not prepared")
+	ev.Replicas[2].Stalled = ""
+	ev.Replicas[2].InSync = true // in the rule and holding every commit
 	d = Decide(cfg, s, ev)
 	require.Equal(t, DecideGrowQuorum, d.Kind)
 	assert.Equal(t, []Region{"east", "north", "west"}, d.Next.WriteQuorum.Members)

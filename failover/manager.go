@@ -24,6 +24,10 @@ type Placement struct {
 type FollowerStatus struct {
 	Region   Region
 	MatchLSN LSN
+	// InRule: the write region counts the follower in its commit rule.
+	InRule bool
+	// CaughtUp: it holds everything the write region has assigned.
+	CaughtUp bool
 	// InSync: the follower counts in the write region's commit rule and
 	// holds every committed LSN.
 	InSync bool
@@ -129,6 +133,22 @@ type Manager struct {
 	stats     ManagerStats
 }
 
+// pendingGrow is a region the write region counts in its commit rule
+// before the register lists it (see Decide's prepare-grow).
+type pendingGrow struct {
+	region Region
+	// seq is the status count when it was prepared: only a status reported
+	// after it (after the driver applied the new commit rule) can show the
+	// region in sync. Drivers apply a partition's actions before they
+	// report its status again.
+	seq uint64
+	// proposed: a Grow for it was proposed against register version
+	// proposedAt and no newer value has been observed: the proposal may
+	// still commit, so the region stays in the commit rule.
+	proposed   bool
+	proposedAt uint64
+}
+
 type followerLag struct {
 	region Region
 	match  LSN
@@ -147,7 +167,12 @@ type partition struct {
 
 	local    ReplicaStatus
 	hasLocal bool
-	gray     string
+	// statusSeq counts the local replica's status reports.
+	statusSeq uint64
+	// grow: regions this node, as write region, counts in its commit rule
+	// ahead of the register (prepared grows), in region order.
+	grow []pendingGrow
+	gray string
 	// grayOp: SetGray set gray (an operator or an outside detector);
 	// the manager's own detector never clears it.
 	grayOp bool
@@ -364,8 +389,75 @@ func (m *Manager) ObserveState(now time.Duration, name string, version uint64, s
 	p.have, p.version, p.state = true, version, s
 	p.pendingKey = ""
 	p.stale = false
+	for i := range p.grow {
+		if g := &p.grow[i]; g.proposed && version > g.proposedAt {
+			g.proposed = false // the register moved on: that proposal is decided
+		}
+	}
+	m.pruneGrow(now, p)
 	m.markDirty(name)
 	m.reconcile(p)
+}
+
+// pruneGrow drops prepared grows that no longer apply: the region is a
+// member now, this node is no longer the write region, or the region
+// failed or stalled before its Grow was proposed. A region whose Grow
+// may still commit stays in the commit rule: dropping it would let
+// writes commit without a region the register may list as a member.
+// It reports whether the pending set changed.
+func (m *Manager) pruneGrow(now time.Duration, p *partition) bool {
+	if len(p.grow) == 0 {
+		return false
+	}
+	n := len(p.grow)
+	writer := p.have && p.hasLocal && p.local.WriteRegion && p.myRegion == p.state.WriteRegion && p.local.Epoch == p.state.Epoch
+	p.grow = slices.DeleteFunc(p.grow, func(g pendingGrow) bool {
+		if !writer || p.state.WriteQuorum.IsMember(g.region) {
+			return true
+		}
+		if g.proposed {
+			return false
+		}
+		node, ok := m.nodeOf(p, g.region)
+		_, up := m.healthySince[node]
+		_, stalled := m.stalled(now, p, g.region)
+		return !ok || !up || stalled
+	})
+	return len(p.grow) != n
+}
+
+// prepareGrow counts region r in the write region's commit rule.
+func (m *Manager) prepareGrow(p *partition, r Region) {
+	for _, g := range p.grow {
+		if g.region == r {
+			return
+		}
+	}
+	p.grow = append(p.grow, pendingGrow{region: r, seq: p.statusSeq})
+	slices.SortFunc(p.grow, func(a, b pendingGrow) int { return cmpRegion(a.region, b.region) })
+	m.event(p.name, DecidePrepareGrow, fmt.Sprintf("count %s in the commit rule before growing the write quorum", r))
+	m.reconcile(p)
+}
+
+// growReady reports whether region r is a prepared grow and the status
+// at hand was reported after it joined the commit rule.
+func (p *partition) growReady(r Region) bool {
+	for _, g := range p.grow {
+		if g.region == r {
+			return p.statusSeq > g.seq
+		}
+	}
+	return false
+}
+
+func cmpRegion(a, b Region) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // CASDone reports a proposal's outcome. On a conflict the driver also
@@ -408,6 +500,7 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 		// plane works, whatever the clients saw.
 		m.clearGray(p)
 	}
+	p.statusSeq++
 	m.trackLag(now, p, st)
 	changed := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
 		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) ||
@@ -419,11 +512,12 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	}
 }
 
+// inSyncSet summarises what grow decisions look at in the followers.
 func inSyncSet(st ReplicaStatus) string {
 	s := ""
 	for _, f := range st.Followers {
-		if f.InSync {
-			s += string(f.Region) + ","
+		if f.InSync || f.CaughtUp || f.InRule {
+			s += fmt.Sprintf("%s:%t%t%t,", f.Region, f.InSync, f.CaughtUp, f.InRule)
 		}
 	}
 	return s
@@ -566,9 +660,14 @@ func (m *Manager) reconcile(p *partition) {
 	if !p.have || !p.hasMine || !p.hasLocal {
 		return
 	}
+	var pending []Region
+	for _, g := range p.grow {
+		pending = append(pending, g.region)
+	}
 	acts, err := Reconcile(p.state, LocalReplica{
 		Region: p.myRegion, Epoch: p.local.Epoch, LastLSN: p.local.LastLSN,
 		WriteRegion: p.local.WriteRegion, Fenced: p.local.Fenced, WriteQuorum: p.local.WriteQuorum,
+		Pending: pending,
 	})
 	if err != nil {
 		m.event(p.name, DecideNone, "reconcile: "+err.Error())
@@ -612,7 +711,11 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 		if p.hasLocal && p.local.WriteRegion && p.myRegion == s.WriteRegion {
 			for _, f := range p.local.Followers {
 				if f.Region == rn.Region {
-					x.InSync = f.InSync
+					// In sync only as a prepared grow reported after it
+					// joined the commit rule (never from a status older
+					// than this node's own decision to add it).
+					x.InSync = f.InSync && p.growReady(f.Region)
+					x.CaughtUp = f.CaughtUp
 					if !x.Reported {
 						x.Reported, x.Epoch, x.LastLSN = true, p.local.Epoch, f.MatchLSN
 					}
@@ -658,6 +761,9 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 	m.checkGray(now, p)
 	if !p.have || p.inflight || p.stale {
 		return
+	}
+	if m.pruneGrow(now, p) {
+		m.reconcile(p)
 	}
 	m.stats.Evaluations++
 	ev := m.evidence(now, p)
@@ -706,6 +812,10 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 		}
 		m.stats.Backups++
 		m.propose(p, d, true)
+		return
+	}
+	if d.Kind == DecidePrepareGrow {
+		m.prepareGrow(p, d.Target)
 		return
 	}
 	if d.Next == nil {
@@ -763,7 +873,7 @@ func (m *Manager) backupRank(p *partition, d Decision) int {
 		}
 		return -1
 	}
-	if d.Kind == DecideGrowQuorum || d.Kind == DecideSwitchoverFenced {
+	if d.Kind == DecideGrowQuorum || d.Kind == DecideSwitchoverFenced || d.Kind == DecidePrepareGrow {
 		return -1 // only the write region knows enough
 	}
 	return 1 + p.state.PriorityOf(p.myRegion)
@@ -773,6 +883,13 @@ func (m *Manager) propose(p *partition, d Decision, backup bool) {
 	p.inflight, p.inflightK, p.inflightT = true, d.Kind, d.Target
 	if d.Kind == DecideFailover {
 		m.inflightTo[d.Target]++
+	}
+	if d.Kind == DecideGrowQuorum {
+		for i := range p.grow {
+			if p.grow[i].region == d.Target {
+				p.grow[i].proposed, p.grow[i].proposedAt = true, p.version
+			}
+		}
 	}
 	m.stats.Proposals++
 	m.proposals = append(m.proposals, Proposal{Partition: p.name, Version: p.version, Next: *d.Next, Kind: d.Kind, Target: d.Target, Backup: backup})

@@ -24,6 +24,9 @@ type mgrHarness struct {
 	pending  []pendingCAS
 	proposed []Proposal
 	maxInFl  map[Region]int
+	// refresh, if set, recomputes a replica's status (say from a data
+	// plane model) before it is reported after actions.
+	refresh func(n NodeID, part string, st *ReplicaStatus)
 }
 
 type regEntry struct {
@@ -118,6 +121,9 @@ func (h *mgrHarness) step(d time.Duration) {
 					case ActSetWriteQuorum:
 						st.WriteQuorum = a.WriteQuorum.Members
 					}
+				}
+				if h.refresh != nil {
+					h.refresh(n.ID, pa.Partition, st)
 				}
 				h.mgrs[n.ID].UpdateReplica(h.now, pa.Partition, *st)
 			}

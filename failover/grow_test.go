@@ -1,0 +1,132 @@
+package failover
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	dataplane "github.com/fmnode/fmnode/partition"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// growModel is a reference model of one partition's strong write path on
+// the write region: a log, each follower's match LSN, and the commit rule
+// (the write region's local write quorum). An LSN is acknowledged once
+// every member of the rule holds it.
+type growModel struct {
+	last  LSN
+	match map[Region]LSN
+	acked LSN
+}
+
+// commit advances the acknowledged LSN under the rule.
+func (g *growModel) commit(self Region, rule []Region) {
+	c := g.last
+	for _, r := range rule {
+		if r != self {
+			c = min(c, g.match[r])
+		}
+	}
+	g.acked = max(g.acked, c)
+}
+
+// progress renders the model as the data plane reports it, so the test
+// goes through StatusFromProgress like the drivers.
+func (g *growModel) progress(self Region, epoch Epoch, rule []Region, replicas []Region) dataplane.Progress {
+	pr := dataplane.Progress{Epoch: dataplane.Epoch(epoch), Role: dataplane.RoleLeader, WriteRegion: self,
+		LastLSN: dataplane.LSN(g.last), CommitLSN: dataplane.LSN(g.acked)}
+	pr.Quorum.Members = slices.Clone(rule)
+	for _, r := range replicas {
+		if r != self {
+			pr.Followers = append(pr.Followers, dataplane.FollowerProgress{Region: r, Match: dataplane.LSN(g.match[r])})
+		}
+	}
+	return pr
+}
+
+// TestGrowNeverLosesAcknowledgedWrite builds the interleaving of a region
+// growing back into the write quorum: west returns and catches up; the
+// write region east decides to grow it; writes arrive while west's link
+// stalls; the Grow commits; east dies before (or right after) it acts on
+// the new quorum; west, ranked above north, is promoted. Every write east
+// acknowledged must survive: the new epoch must start at or above it.
+//
+// Before the fix, east proposed Grow while its commit rule was still
+// {east, north}: writes 11 and 12 were acknowledged without west, the
+// register then listed west as a member, and west was promoted at LSN 10,
+// losing them.
+func TestGrowNeverLosesAcknowledgedWrite(t *testing.T) {
+	for _, lateWrites := range []LSN{1, 2, 5} {
+		t.Run(fmt.Sprintf("writes=%d", lateWrites), func(t *testing.T) {
+			cfg := FastConfig()
+			h := newMgrHarness(t, cfg, 1)
+			const name = "p-000"
+			// West had failed and was shrunk out; it is back and caught up.
+			e := h.reg[name]
+			s := e.state.Clone()
+			wq, err := s.WriteQuorum.Shrink("west")
+			require.NoError(t, err)
+			s.WriteQuorum = wq
+			h.reg[name] = regEntry{version: 2, state: s}
+			model := &growModel{last: 10, acked: 10, match: map[Region]LSN{"west": 10, "north": 10}}
+			replicas := s.WriteQuorum.Replicas
+			h.refresh = func(n NodeID, part string, st *ReplicaStatus) {
+				switch n {
+				case 1:
+					model.commit("east", st.WriteQuorum)
+					rule := st.WriteQuorum
+					*st = StatusFromProgress(model.progress("east", st.Epoch, rule, replicas), "east")
+				case 2:
+					st.LastLSN = model.match["west"]
+				case 3:
+					st.LastLSN = model.match["north"]
+				}
+			}
+			for _, n := range h.nodes {
+				st := h.replicas[n.ID][name]
+				if n.ID == 1 {
+					st.WriteQuorum = s.WriteQuorum.Members
+				}
+				h.refresh(n.ID, name, st)
+				h.mgrs[n.ID].UpdateReplica(h.now, name, *st)
+				h.mgrs[n.ID].ObserveState(h.now, name, 2, s)
+			}
+			// Run until east proposes the Grow.
+			var grow *Proposal
+			for i := 0; i < 100 && grow == nil; i++ {
+				h.step(100 * time.Millisecond)
+				for k := range h.proposed {
+					if h.proposed[k].Kind == DecideGrowQuorum {
+						grow = &h.proposed[k]
+					}
+				}
+			}
+			require.NotNil(t, grow, "east grows west back")
+			// West's data link stalls; writes reach east and north and are
+			// acknowledged under east's commit rule as it stands now.
+			rule := h.replicas[1][name].WriteQuorum
+			for k := LSN(1); k <= lateWrites; k++ {
+				model.last++
+				model.match["north"] = model.last
+				model.commit("east", rule)
+			}
+			h.refresh(2, name, h.replicas[2][name])
+			h.refresh(3, name, h.replicas[3][name])
+			// The Grow commits; east dies right after.
+			h.step(100 * time.Millisecond)
+			require.True(t, h.reg[name].state.WriteQuorum.IsMember("west"), "the Grow committed")
+			acked := model.acked
+			h.cut[1] = true
+			for i := 0; i < 100 && h.reg[name].state.WriteRegion == "east"; i++ {
+				h.step(100 * time.Millisecond)
+			}
+			got := h.reg[name].state
+			require.NotEqual(t, Region("east"), got.WriteRegion, "failed over")
+			assert.GreaterOrEqual(t, got.Table.Current().StartLSN, acked,
+				"new write region %s starts after LSN %d, but east acknowledged up to %d: acknowledged writes lost",
+				got.WriteRegion, got.Table.Current().StartLSN, acked)
+		})
+	}
+}
