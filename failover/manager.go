@@ -123,9 +123,13 @@ type Manager struct {
 	isDirty map[string]bool
 
 	inflightTo map[Region]int // failover proposals in flight by target region
-	draining   map[Region]string
-	paused     bool
-	pauseWhy   string
+	// grayBy counts, per node, the hosted partitions whose write region on
+	// that node this node judges gray; a node with any is claimed gray in
+	// the liveness views (its lease acks are withheld).
+	grayBy   map[NodeID]int
+	draining map[Region]string
+	paused   bool
+	pauseWhy string
 
 	proposals []Proposal
 	actions   []PartitionActions
@@ -176,6 +180,10 @@ type partition struct {
 	// grayOp: SetGray set gray (an operator or an outside detector);
 	// the manager's own detector never clears it.
 	grayOp bool
+	// grayNode: the node this partition's gray verdict counts against in
+	// Manager.grayBy (grayCounted).
+	grayNode    NodeID
+	grayCounted bool
 	// Gray detection (see ReportClientError): client errors against
 	// the write region at grayEpoch since grayFrom, the last at
 	// grayLast, while the local commit LSN stayed at grayCommit.
@@ -236,6 +244,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		healthySince: make(map[NodeID]time.Duration),
 		isDirty:      make(map[string]bool),
 		inflightTo:   make(map[Region]int),
+		grayBy:       make(map[NodeID]int),
 		draining:     make(map[Region]string),
 	}, nil
 }
@@ -389,6 +398,7 @@ func (m *Manager) ObserveState(now time.Duration, name string, version uint64, s
 	p.have, p.version, p.state = true, version, s
 	p.pendingKey = ""
 	p.stale = false
+	m.syncGray(now, p)
 	for i := range p.grow {
 		if g := &p.grow[i]; g.proposed && version > g.proposedAt {
 			g.proposed = false // the register moved on: that proposal is decided
@@ -530,6 +540,7 @@ func inSyncSet(st ReplicaStatus) string {
 func (m *Manager) SetGray(now time.Duration, name, why string) {
 	if p := m.parts[name]; p != nil && p.gray != why {
 		p.gray, p.grayOp = why, why != ""
+		m.syncGray(now, p)
 		m.markDirty(name)
 	}
 }
@@ -578,7 +589,9 @@ func (m *Manager) checkGray(now time.Duration, p *partition) {
 		return
 	}
 	p.gray = fmt.Sprintf("commit LSN stalled at %d for %v while clients reported %d errors", p.grayCommit, now-p.grayFrom, p.grayErrs)
-	m.event(p.name, DecideFailover, "gray failure of "+string(p.state.WriteRegion)+": "+p.gray)
+	m.event(p.name, DecideFailover, "gray failure of "+string(p.state.WriteRegion)+": "+p.gray+
+		"; withholding its lease until a quorum of observers agrees")
+	m.syncGray(now, p)
 	m.markDirty(p.name)
 }
 
@@ -644,6 +657,31 @@ func (m *Manager) clearGray(p *partition) {
 	if p.gray != "" && !p.grayOp {
 		p.gray = ""
 		m.markDirty(p.name)
+	}
+	m.syncGray(m.now, p)
+}
+
+// syncGray keeps the node-level gray claim in step with the partition's
+// gray verdict: a node judged gray for any hosted partition is claimed gray
+// in the liveness views, so that its lease lapses before a takeover.
+func (m *Manager) syncGray(now time.Duration, p *partition) {
+	node, ok := NodeID(0), false
+	if p.gray != "" && p.have {
+		node, ok = m.nodeOf(p, p.state.WriteRegion)
+		ok = ok && node != m.self.ID
+	}
+	if p.grayCounted && (!ok || node != p.grayNode) {
+		p.grayCounted = false
+		if m.grayBy[p.grayNode]--; m.grayBy[p.grayNode] <= 0 {
+			delete(m.grayBy, p.grayNode)
+			m.live.SetGray(now, p.grayNode, false)
+		}
+	}
+	if ok && !p.grayCounted {
+		p.grayCounted, p.grayNode = true, node
+		if m.grayBy[node]++; m.grayBy[node] == 1 {
+			m.live.SetGray(now, node, true)
+		}
 	}
 }
 
@@ -728,15 +766,27 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 		ev.Replicas = append(ev.Replicas, x)
 	}
 	if n, ok := m.nodeOf(p, s.WriteRegion); ok {
-		if failed, votes, needed := m.live.Failed(n, now); failed {
+		// A gray verdict alone never fails the write region over: its
+		// node still heartbeats and holds a lease (it could serve strong
+		// reads after a takeover). The verdict withholds lease acks; once
+		// a quorum of observers has withheld them for the takeover delay,
+		// the node is declared failed like a silent one.
+		failed, votes, needed := m.live.Failed(n, now)
+		switch {
+		case failed && m.live.GrayFailed(n, now):
+			ev.WriteRegionFailed = true
+			why := "reported by another observer"
+			if p.gray != "" {
+				why = p.gray
+			}
+			ev.FailureWhy = fmt.Sprintf("gray failure of node %d (%s): observers in %d of %d other regions withheld its lease for %v (need %d)",
+				n, why, votes, len(m.live.Regions())-1, m.cfg.Failover.TakeoverDelay(), needed)
+		case failed:
 			ev.WriteRegionFailed = true
 			ev.FailureWhy = fmt.Sprintf("node %d silent for over %v: a majority of observer nodes in %d of %d other regions agree (need %d)",
 				n, m.cfg.Failover.TakeoverDelay(), votes, len(m.live.Regions())-1, needed)
-		} else if p.gray != "" && (p.grayOp || m.live.Alive(n)) {
-			// The detector's evidence is about a write region still heard
-			// from; one that fell silent is judged by its lease above.
-			ev.WriteRegionFailed = true
-			ev.FailureWhy = "gray failure: " + p.gray
+		case p.gray != "":
+			ev.FailureWhy = "gray failure suspected (" + p.gray + "): waiting for a quorum of observers to withhold its lease"
 		}
 	}
 	return ev
