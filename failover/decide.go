@@ -183,8 +183,9 @@ func Decide(cfg Config, s State, ev Evidence) Decision {
 	if d, ok := decideReopen(cfg, s, ev); ok {
 		return d
 	}
-	if d, ok := decideQuorumChange(cfg, s, ev); ok {
-		return d
+	qd, ok := decideQuorumChange(cfg, s, ev)
+	if ok {
+		return qd
 	}
 	if cfg.AutoFailback {
 		fb, ok := decideFailback(cfg, s, ev)
@@ -194,6 +195,14 @@ func Decide(cfg Config, s State, ev Evidence) Decision {
 		d.RetryAt = fb.RetryAt
 	}
 	d.because("write region %s healthy at epoch %d", s.WriteRegion, s.Epoch)
+	if qd.Suppressed != "" {
+		// A grow held off by hysteresis: nothing else to do, say why.
+		d.Suppressed = qd.Suppressed
+		d.Reasons = append(d.Reasons, qd.Reasons...)
+		if d.RetryAt == 0 || qd.RetryAt < d.RetryAt {
+			d.RetryAt = qd.RetryAt
+		}
+	}
 	return d
 }
 
@@ -207,6 +216,16 @@ func suppressedBy(cfg Config, s State, now time.Duration) (string, time.Duration
 			recentFailovers(cfg, s, now), cfg.FlapWindow, s.HoldOffUntil), s.HoldOffUntil
 	}
 	return "", 0
+}
+
+func recentShrinks(cfg Config, f QuorumFlap, now time.Duration) int {
+	n := 0
+	for _, t := range f.Shrinks {
+		if now-t <= cfg.FlapWindow {
+			n++
+		}
+	}
+	return n
 }
 
 func recentFailovers(cfg Config, s State, now time.Duration) int {
@@ -544,8 +563,9 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 		}
 		next := s.Clone()
 		next.WriteQuorum = wq
+		hold, n := next.noteShrink(cfg, r, ev.Now)
 		next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideShrinkQuorum, From: r, Proposer: ev.Proposer,
-			Reason: fmt.Sprintf("%s %s; write quorum now %v", r, why, wq.Members)})
+			Reason: fmt.Sprintf("%s %s; write quorum now %v; grow held off %v (shrink %d within %v)", r, why, wq.Members, hold, n, cfg.FlapWindow)})
 		d.Kind, d.Next, d.Target = DecideShrinkQuorum, &next, r
 		d.because("drop %s region %s from the write quorum", why, r)
 		return d, true
@@ -568,6 +588,18 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 		}
 		x, ok := ev.Replica(r)
 		if !ok || x.Epoch != s.Epoch {
+			continue
+		}
+		if f, ok := s.QuorumFlapOf(r); ok && ev.Now < f.GrowAfter && (x.InSync || x.CaughtUp && x.Live && x.Stalled == "") {
+			// Hysteresis: a region that keeps being shrunk out waits
+			// longer each time before it grows back (no decision, no
+			// register write; the suppression is reported).
+			if d.Suppressed == "" {
+				d.Suppressed = fmt.Sprintf("hysteresis: grow of %s held off until %v after %d shrinks within %v",
+					r, f.GrowAfter, recentShrinks(cfg, f, ev.Now), cfg.FlapWindow)
+				d.RetryAt = f.GrowAfter
+				d.because("%s caught up but shrunk out recently", r)
+			}
 			continue
 		}
 		if !x.InSync {

@@ -3,6 +3,7 @@ package failover
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +130,56 @@ func TestGrowNeverLosesAcknowledgedWrite(t *testing.T) {
 				got.WriteRegion, got.Table.Current().StartLSN, acked)
 		})
 	}
+}
+
+// A grow held off by hysteresis writes nothing, is reported once in the
+// manager's events with its reason, and happens when the hold-off ends.
+func TestManagerRecordsSuppressedGrow(t *testing.T) {
+	cfg := FastConfig()
+	h := newMgrHarness(t, cfg, 1)
+	const name = "p-000"
+	s := h.reg[name].state.Clone()
+	hold, n := s.noteShrink(cfg, "west", 0)
+	require.Equal(t, 1, n)
+	wq, err := s.WriteQuorum.Shrink("west")
+	require.NoError(t, err)
+	s.WriteQuorum = wq
+	h.reg[name] = regEntry{version: 2, state: s}
+	model := &growModel{last: 10, acked: 10, match: map[Region]LSN{"west": 10, "north": 10}}
+	h.refresh = func(n NodeID, part string, st *ReplicaStatus) {
+		if n == 1 {
+			model.commit("east", st.WriteQuorum)
+			*st = StatusFromProgress(model.progress("east", st.Epoch, st.WriteQuorum, s.WriteQuorum.Replicas), "east")
+		}
+	}
+	for _, nd := range h.nodes {
+		st := h.replicas[nd.ID][name]
+		if nd.ID == 1 {
+			st.WriteQuorum = s.WriteQuorum.Members
+		}
+		h.refresh(nd.ID, name, st)
+		h.mgrs[nd.ID].UpdateReplica(h.now, name, *st)
+		h.mgrs[nd.ID].ObserveState(h.now, name, 2, s)
+	}
+	for h.now < hold-time.Second {
+		h.step(100 * time.Millisecond)
+	}
+	assert.Empty(t, h.proposed, "no register write while the grow is held off")
+	var reported int
+	for _, e := range h.mgrs[1].Events() {
+		if e.Partition == name && strings.Contains(e.Text, "suppressed: hysteresis: grow of west held off") {
+			reported++
+		}
+	}
+	assert.Equal(t, 1, reported, "the suppression is reported once, with its reason")
+	ev, ok := h.mgrs[1].Evidence(h.now, name)
+	require.True(t, ok)
+	st, _, _ := h.mgrs[1].State(name)
+	assert.Contains(t, Explain(cfg, st, ev), "hysteresis: grow of west held off")
+	for h.now < hold+2*time.Second {
+		h.step(100 * time.Millisecond)
+	}
+	require.NotEmpty(t, h.proposed)
+	assert.Equal(t, DecideGrowQuorum, h.proposed[0].Kind, "grows once the hold-off ends")
+	assert.True(t, h.reg[name].state.WriteQuorum.IsMember("west"))
 }

@@ -860,6 +860,15 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 		if d.Next == nil {
 			return
 		}
+		if d.Kind == DecideShrinkQuorum {
+			// A backup shrinks a region out only on the quorum's verdict:
+			// its own suspicion may just be its own isolation (a flapping
+			// link), and the write region, which sees the region's acks,
+			// has not asked for the shrink.
+			if n, ok := m.nodeOf(p, d.Target); !ok || !m.failedNodes[n] {
+				return
+			}
+		}
 		m.stats.Backups++
 		m.propose(p, d, true)
 		return
