@@ -2,6 +2,7 @@ package failover
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -182,4 +183,84 @@ func TestManagerRecordsSuppressedGrow(t *testing.T) {
 	require.NotEmpty(t, h.proposed)
 	assert.Equal(t, DecideGrowQuorum, h.proposed[0].Kind, "grows once the hold-off ends")
 	assert.True(t, h.reg[name].state.WriteQuorum.IsMember("west"))
+}
+
+// Property: at every moment, every member of the register's write quorum
+// holds every write the write region acknowledged (so any member is an
+// RPO-0 candidate), while a region shrunk out returns, catches up, grows
+// back, and links stall at random. The reference model acknowledges an
+// LSN once every member of the write region's commit rule holds it.
+func TestGrowMembersHoldEveryAcknowledgedWrite(t *testing.T) {
+	grows := 0
+	for seed := uint64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 5))
+			cfg := FastConfig()
+			cfg.GrowHoldOffBase = 0
+			h := newMgrHarness(t, cfg, 1)
+			const name = "p-000"
+			s := h.reg[name].state.Clone()
+			wq, err := s.WriteQuorum.Shrink("west")
+			require.NoError(t, err)
+			s.WriteQuorum = wq
+			h.reg[name] = regEntry{version: 2, state: s}
+			model := &growModel{last: 10, acked: 10, match: map[Region]LSN{"west": 3, "north": 10}}
+			h.refresh = func(n NodeID, part string, st *ReplicaStatus) {
+				switch n {
+				case 1:
+					model.commit("east", st.WriteQuorum)
+					*st = StatusFromProgress(model.progress("east", st.Epoch, st.WriteQuorum, s.WriteQuorum.Replicas), "east")
+				case 2:
+					st.LastLSN = model.match["west"]
+				case 3:
+					st.LastLSN = model.match["north"]
+				}
+			}
+			for _, nd := range h.nodes {
+				st := h.replicas[nd.ID][name]
+				if nd.ID == 1 {
+					st.WriteQuorum = s.WriteQuorum.Members
+				}
+				h.refresh(nd.ID, name, st)
+				h.mgrs[nd.ID].UpdateReplica(h.now, name, *st)
+				h.mgrs[nd.ID].ObserveState(h.now, name, 2, s)
+			}
+			stalled := map[Region]bool{}
+			for i := 0; i < 400; i++ {
+				// The data plane: writes arrive; replication delivers to
+				// regions whose link is not stalled, a few LSNs at a time.
+				if rng.IntN(3) == 0 {
+					model.last++
+				}
+				for _, r := range []Region{"north", "west"} {
+					if rng.IntN(20) == 0 {
+						stalled[r] = !stalled[r]
+					}
+					if !stalled[r] && model.match[r] < model.last {
+						model.match[r] = min(model.last, model.match[r]+LSN(1+rng.IntN(3)))
+					}
+				}
+				st := h.replicas[1][name]
+				h.refresh(1, name, st)
+				h.mgrs[1].UpdateReplica(h.now, name, *st)
+				h.refresh(2, name, h.replicas[2][name])
+				h.refresh(3, name, h.replicas[3][name])
+				h.step(50 * time.Millisecond)
+				reg := h.reg[name].state
+				require.Equal(t, Region("east"), reg.WriteRegion)
+				for _, m := range reg.WriteQuorum.Members {
+					if m != "east" {
+						require.GreaterOrEqual(t, model.match[m], model.acked,
+							"step %d: register member %s holds up to %d, east acknowledged %d", i, m, model.match[m], model.acked)
+					}
+				}
+			}
+			for _, p := range h.proposed {
+				if p.Kind == DecideGrowQuorum {
+					grows++
+				}
+			}
+		})
+	}
+	assert.Greater(t, grows, 10, "regions did grow back")
 }
