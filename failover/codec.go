@@ -9,9 +9,14 @@ import (
 	"github.com/fmnode/fmnode/quorum"
 )
 
-// stateFormatV1 is the first byte of an encoded State. A register written
-// by a newer binary with another format is refused, never misread.
-const stateFormatV1 = 1
+// stateFormatV1 and stateFormatV2 are the first byte of an encoded State.
+// V2 adds the write-quorum hysteresis; V1 values (without it) still
+// decode. A register written by a newer binary with another format is
+// refused, never misread.
+const (
+	stateFormatV1 = 1
+	stateFormatV2 = 2
+)
 
 // MaxStateBytes bounds an encoded state; it is a register value.
 const MaxStateBytes = 16 << 10
@@ -22,7 +27,7 @@ func Encode(dst []byte, s State) ([]byte, error) {
 		return dst, err
 	}
 	start := len(dst)
-	dst = append(dst, stateFormatV1)
+	dst = append(dst, stateFormatV2)
 	dst = appendStr(dst, s.Partition)
 	dst = binary.AppendUvarint(dst, uint64(s.Epoch))
 	dst = appendStr(dst, string(s.WriteRegion))
@@ -63,6 +68,16 @@ func Encode(dst []byte, s State) ([]byte, error) {
 		dst = appendStr(dst, string(t.Proposer))
 		dst = appendStr(dst, t.Reason)
 	}
+	// V2: the write-quorum hysteresis.
+	dst = binary.AppendUvarint(dst, uint64(len(s.QuorumFlaps)))
+	for _, f := range s.QuorumFlaps {
+		dst = appendStr(dst, string(f.Region))
+		dst = binary.AppendUvarint(dst, uint64(len(f.Shrinks)))
+		for _, t := range f.Shrinks {
+			dst = binary.AppendVarint(dst, int64(t))
+		}
+		dst = binary.AppendVarint(dst, int64(f.GrowAfter))
+	}
 	if len(dst)-start > MaxStateBytes {
 		return dst[:start], fmt.Errorf("%w: partition %q encodes to %d bytes (max %d)", ErrInvalidState, s.Partition, len(dst)-start, MaxStateBytes)
 	}
@@ -95,8 +110,9 @@ func Decode(b []byte) (State, error) {
 		return State{}, fmt.Errorf("%w: %d bytes (max %d)", ErrInvalidState, len(b), MaxStateBytes)
 	}
 	d := reader{b: b}
-	if v := d.byte("format"); d.err == nil && v != stateFormatV1 {
-		return State{}, fmt.Errorf("%w: unknown format %d", ErrInvalidState, v)
+	format := d.byte("format")
+	if d.err == nil && format != stateFormatV1 && format != stateFormatV2 {
+		return State{}, fmt.Errorf("%w: unknown format %d", ErrInvalidState, format)
 	}
 	var s State
 	s.Partition = d.str("partition", progress.MaxPartitionBytes)
@@ -139,6 +155,18 @@ func Decode(b []byte) (State, error) {
 			Proposer: Region(d.str("history proposer", progress.MaxRegionBytes)),
 			Reason:   d.str("history reason", MaxReasonBytes),
 		})
+	}
+	if format >= stateFormatV2 {
+		n = d.count("quorum flaps", MaxRegions)
+		for i := 0; i < n && d.err == nil; i++ {
+			f := QuorumFlap{Region: Region(d.str("quorum flap region", progress.MaxRegionBytes))}
+			k := d.count("quorum flap shrinks", MaxFlapRecords)
+			for j := 0; j < k && d.err == nil; j++ {
+				f.Shrinks = append(f.Shrinks, time.Duration(d.varint("quorum flap shrink")))
+			}
+			f.GrowAfter = time.Duration(d.varint("quorum flap grow after"))
+			s.QuorumFlaps = append(s.QuorumFlaps, f)
+		}
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%d trailing bytes", len(d.b))

@@ -21,6 +21,7 @@ func richState(t testing.TB) State {
 	n.NeverPromote = []Region{"north"}
 	n.Paused, n.PauseReason = true, "maintenance"
 	n.HoldOffUntil = 2 * time.Hour
+	n.QuorumFlaps = []QuorumFlap{{Region: "north", Shrinks: []time.Duration{time.Minute, 2 * time.Minute}, GrowAfter: 4 * time.Minute}}
 	return n
 }
 
@@ -73,4 +74,19 @@ func FuzzDecodeState(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, s, again)
 	})
+}
+
+// A value written before the write-quorum hysteresis existed (format 1,
+// without its section) still decodes, as a state with none.
+func TestStateCodecReadsFormatV1(t *testing.T) {
+	s := newTestState(t, Strong)
+	b, err := Encode(nil, s)
+	require.NoError(t, err)
+	require.Equal(t, byte(0), b[len(b)-1], "no quorum flaps: an empty last section")
+	v1 := append([]byte{1}, b[1:len(b)-1]...)
+	got, err := Decode(v1)
+	require.NoError(t, err)
+	assert.Equal(t, s, got)
+	_, err = Decode(append([]byte{3}, b[1:]...))
+	require.ErrorIs(t, err, ErrInvalidState, "an unknown format is refused")
 }

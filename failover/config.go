@@ -44,6 +44,13 @@ type Config struct {
 	HoldOffBase time.Duration
 	HoldOffMax  time.Duration
 	FlapWindow  time.Duration
+	// GrowHoldOffBase and GrowHoldOffMax shape the write-quorum
+	// hysteresis: after a region's n-th shrink out of the write quorum
+	// within FlapWindow, growing it back waits GrowHoldOffBase * 2^(n-1),
+	// capped at GrowHoldOffMax, so a flapping link does not shrink and
+	// grow the write quorum (two register writes) on every flap.
+	GrowHoldOffBase time.Duration
+	GrowHoldOffMax  time.Duration
 	// FailbackAfter is the sustained health a preferred region needs before
 	// the write region returns to it.
 	FailbackAfter time.Duration
@@ -79,6 +86,8 @@ func DefaultConfig() Config {
 		HoldOffBase:            time.Minute,
 		HoldOffMax:             time.Hour,
 		FlapWindow:             time.Hour,
+		GrowHoldOffBase:        time.Minute,
+		GrowHoldOffMax:         10 * time.Minute,
 		FailbackAfter:          10 * time.Minute,
 		CatchUpLagOps:          0,
 		GrayStall:              60 * time.Second,
@@ -100,6 +109,8 @@ func FastConfig() Config {
 	c.HoldOffBase = 5 * time.Second
 	c.HoldOffMax = 10 * time.Minute
 	c.FlapWindow = 10 * time.Minute
+	c.GrowHoldOffBase = 15 * time.Second
+	c.GrowHoldOffMax = 2 * time.Minute
 	c.FailbackAfter = time.Minute
 	c.GrayStall = 3 * time.Second
 	return c
@@ -140,6 +151,14 @@ func (c Config) Validate() error {
 		return configErr("HoldOffMax", "%v is below HoldOffBase %v", c.HoldOffMax, c.HoldOffBase)
 	case c.FlapWindow < 0:
 		return configErr("FlapWindow", "must not be negative, got %v", c.FlapWindow)
+	case c.GrowHoldOffBase < 0:
+		return configErr("GrowHoldOffBase", "must not be negative, got %v", c.GrowHoldOffBase)
+	case c.GrowHoldOffMax < c.GrowHoldOffBase:
+		return configErr("GrowHoldOffMax", "%v is below GrowHoldOffBase %v", c.GrowHoldOffMax, c.GrowHoldOffBase)
+	case c.GrowHoldOffMax > c.FlapWindow:
+		// Shrinks older than FlapWindow are forgotten: a longer hold-off
+		// would outlive the record that justifies it.
+		return configErr("GrowHoldOffMax", "%v exceeds FlapWindow %v", c.GrowHoldOffMax, c.FlapWindow)
 	case c.FailbackAfter < 0:
 		return configErr("FailbackAfter", "must not be negative, got %v", c.FailbackAfter)
 	case c.GrayStall <= c.HeartbeatInterval:

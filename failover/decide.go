@@ -35,6 +35,11 @@ const (
 	DecideResume
 	// DecideReopen: a fenced write region resumes writes at a new epoch.
 	DecideReopen
+	// DecidePrepareGrow writes nothing to the register: the write region
+	// first counts a caught-up region in its commit rule (a pending
+	// member); the register grows only once that region is in sync, so it
+	// never lists a member that may lack an acknowledged write.
+	DecidePrepareGrow
 )
 
 func (k DecisionKind) String() string {
@@ -61,6 +66,8 @@ func (k DecisionKind) String() string {
 		return "resume"
 	case DecideReopen:
 		return "reopen"
+	case DecidePrepareGrow:
+		return "prepare-grow"
 	}
 	return fmt.Sprintf("DecisionKind(%d)", uint8(k))
 }
@@ -80,6 +87,10 @@ type ReplicaEvidence struct {
 	// region already counts it in its commit rule and it holds every
 	// committed LSN, so adding it to the write quorum loses nothing.
 	InSync bool
+	// CaughtUp is reported by the write region for another region: it
+	// holds everything assigned so far (it may still be outside the commit
+	// rule, so writes may commit without it).
+	CaughtUp bool
 	// HealthySince: the replica has been continuously live since then.
 	HealthySince time.Duration
 	// Stalled, reported by the write region: the replica's node is live
@@ -172,8 +183,9 @@ func Decide(cfg Config, s State, ev Evidence) Decision {
 	if d, ok := decideReopen(cfg, s, ev); ok {
 		return d
 	}
-	if d, ok := decideQuorumChange(cfg, s, ev); ok {
-		return d
+	qd, ok := decideQuorumChange(cfg, s, ev)
+	if ok {
+		return qd
 	}
 	if cfg.AutoFailback {
 		fb, ok := decideFailback(cfg, s, ev)
@@ -183,6 +195,14 @@ func Decide(cfg Config, s State, ev Evidence) Decision {
 		d.RetryAt = fb.RetryAt
 	}
 	d.because("write region %s healthy at epoch %d", s.WriteRegion, s.Epoch)
+	if qd.Suppressed != "" {
+		// A grow held off by hysteresis: nothing else to do, say why.
+		d.Suppressed = qd.Suppressed
+		d.Reasons = append(d.Reasons, qd.Reasons...)
+		if d.RetryAt == 0 || qd.RetryAt < d.RetryAt {
+			d.RetryAt = qd.RetryAt
+		}
+	}
 	return d
 }
 
@@ -196,6 +216,16 @@ func suppressedBy(cfg Config, s State, now time.Duration) (string, time.Duration
 			recentFailovers(cfg, s, now), cfg.FlapWindow, s.HoldOffUntil), s.HoldOffUntil
 	}
 	return "", 0
+}
+
+func recentShrinks(cfg Config, f QuorumFlap, now time.Duration) int {
+	n := 0
+	for _, t := range f.Shrinks {
+		if now-t <= cfg.FlapWindow {
+			n++
+		}
+	}
+	return n
 }
 
 func recentFailovers(cfg Config, s State, now time.Duration) int {
@@ -533,15 +563,22 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 		}
 		next := s.Clone()
 		next.WriteQuorum = wq
+		hold, n := next.noteShrink(cfg, r, ev.Now)
 		next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideShrinkQuorum, From: r, Proposer: ev.Proposer,
-			Reason: fmt.Sprintf("%s %s; write quorum now %v", r, why, wq.Members)})
+			Reason: fmt.Sprintf("%s %s; write quorum now %v; grow held off %v (shrink %d within %v)", r, why, wq.Members, hold, n, cfg.FlapWindow)})
 		d.Kind, d.Next, d.Target = DecideShrinkQuorum, &next, r
 		d.because("drop %s region %s from the write quorum", why, r)
 		return d, true
 	}
 	// Growth is decided where the write region's replica is: only it knows
-	// that a region already counts in its commit rule and holds every
-	// committed LSN.
+	// whether a region counts in its commit rule and holds every committed
+	// LSN. It takes two steps so that the register never lists a member
+	// that may lack an acknowledged write: a caught-up region first joins
+	// the write region's commit rule (prepare-grow, a local change: no
+	// register write), and the register grows only once the write region
+	// reports it in sync. Growing an in-sync region is safe even if it has
+	// failed since (it holds every commit; a shrink follows), so a prepared
+	// grow whose proposal has an unknown outcome is always completed.
 	if ev.Proposer != s.WriteRegion {
 		return d, false
 	}
@@ -550,7 +587,27 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 			continue
 		}
 		x, ok := ev.Replica(r)
-		if !ok || !x.Live || !x.InSync || x.Epoch != s.Epoch {
+		if !ok || x.Epoch != s.Epoch {
+			continue
+		}
+		if f, ok := s.QuorumFlapOf(r); ok && ev.Now < f.GrowAfter && (x.InSync || x.CaughtUp && x.Live && x.Stalled == "") {
+			// Hysteresis: a region that keeps being shrunk out waits
+			// longer each time before it grows back (no decision, no
+			// register write; the suppression is reported).
+			if d.Suppressed == "" {
+				d.Suppressed = fmt.Sprintf("hysteresis: grow of %s held off until %v after %d shrinks within %v",
+					r, f.GrowAfter, recentShrinks(cfg, f, ev.Now), cfg.FlapWindow)
+				d.RetryAt = f.GrowAfter
+				d.because("%s caught up but shrunk out recently", r)
+			}
+			continue
+		}
+		if !x.InSync {
+			if x.Live && x.CaughtUp && x.Stalled == "" {
+				d.Kind, d.Target = DecidePrepareGrow, r
+				d.because("%s caught up at LSN %d: count it in the commit rule before growing the write quorum", r, x.LastLSN)
+				return d, true
+			}
 			continue
 		}
 		wq, err := s.WriteQuorum.Grow(r, true)
@@ -561,9 +618,9 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 		next.WriteQuorum = wq
 		next.setProgress(RegionProgress{Region: r, Epoch: x.Epoch, LSN: x.LastLSN})
 		next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecideGrowQuorum, To: r, Proposer: ev.Proposer,
-			Reason: fmt.Sprintf("%s caught up at LSN %d; write quorum now %v", r, x.LastLSN, wq.Members)})
+			Reason: fmt.Sprintf("%s in the commit rule and in sync at LSN %d; write quorum now %v", r, x.LastLSN, wq.Members)})
 		d.Kind, d.Next, d.Target = DecideGrowQuorum, &next, r
-		d.because("add caught-up region %s to the write quorum", r)
+		d.because("add in-sync region %s to the write quorum", r)
 		return d, true
 	}
 	return d, false

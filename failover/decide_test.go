@@ -193,7 +193,17 @@ func TestDecideQuorumShrinkAndGrow(t *testing.T) {
 	// Growth needs the write region's word that north is in sync.
 	ev := healthy(2*time.Minute, "east", map[Region]LSN{"east": 9, "north": 9})
 	assert.Equal(t, DecideNone, Decide(cfg, s, ev).Kind)
-	ev.Replicas[2].InSync = true // north
+	// Caught up but outside the commit rule: first join the rule (a local
+	// change), never the register.
+	ev.Replicas[2].CaughtUp = true // north
+	d = Decide(cfg, s, ev)
+	require.Equal(t, DecidePrepareGrow, d.Kind)
+	assert.Equal(t, Region("north"), d.Target)
+	assert.Nil(t, d.Next, "prepare-grow writes nothing to the register")
+	ev.Replicas[2].Stalled = "match LSN still"
+	assert.Equal(t, DecideNone, Decide(cfg, s, ev).Kind, "a stalled region is not prepared")
+	ev.Replicas[2].Stalled = ""
+	ev.Replicas[2].InSync = true // in the rule and holding every commit
 	d = Decide(cfg, s, ev)
 	require.Equal(t, DecideGrowQuorum, d.Kind)
 	assert.Equal(t, []Region{"east", "north", "west"}, d.Next.WriteQuorum.Members)
@@ -383,4 +393,78 @@ func TestDecideShrinksStalledFollower(t *testing.T) {
 	assert.Equal(t, Region("north"), d.Target)
 	assert.Equal(t, []Region{"east", "west"}, d.Next.WriteQuorum.Members)
 	assert.Contains(t, d.Next.History[len(d.Next.History)-1].Reason, "stalled")
+}
+
+// A region that keeps being shrunk out of the write quorum waits longer
+// each time before it grows back: GrowHoldOffBase after a shrink, doubled
+// for each further shrink within FlapWindow, capped at GrowHoldOffMax. The
+// suppression is reported (no register write) and the hold-off travels in
+// the shrink's own register write.
+func TestDecideGrowHysteresis(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.GrowHoldOffBase, cfg.GrowHoldOffMax, cfg.FlapWindow = time.Minute, 3*time.Minute, time.Hour
+	s := newTestState(t, Strong)
+	caughtUp := func(now time.Duration) Evidence {
+		ev := healthy(now, "east", map[Region]LSN{"east": 9, "north": 9})
+		ev.Replicas[2].CaughtUp = true // north
+		return ev
+	}
+	shrink := func(now time.Duration) {
+		t.Helper()
+		d := Decide(cfg, s, withDown(healthy(now, "east", map[Region]LSN{"east": 5}), "north"))
+		require.Equal(t, DecideShrinkQuorum, d.Kind)
+		s = *d.Next
+	}
+	steps := []struct {
+		name      string
+		at        time.Duration
+		shrink    bool
+		want      DecisionKind
+		growAfter time.Duration // after a shrink
+	}{
+		{"first shrink holds off base", time.Minute, true, DecideNone, 2 * time.Minute},
+		{"held off", 90 * time.Second, false, DecideNone, 0},
+		{"hold-off over", 2 * time.Minute, false, DecidePrepareGrow, 0},
+		{"second shrink doubles", 3 * time.Minute, true, DecideNone, 5 * time.Minute},
+		{"still held", 4 * time.Minute, false, DecideNone, 0},
+		{"over again", 5 * time.Minute, false, DecidePrepareGrow, 0},
+		{"third shrink capped", 6 * time.Minute, true, DecideNone, 9 * time.Minute},
+		{"shrinks outside FlapWindow are forgotten", 2 * time.Hour, true, DecideNone, 2*time.Hour + time.Minute},
+	}
+	for _, st := range steps {
+		if st.shrink {
+			if s.WriteQuorum.IsMember("north") {
+				shrink(st.at)
+			} else {
+				// Grow it back first (in sync), then shrink.
+				ev := caughtUp(st.at)
+				ev.Replicas[2].InSync = true
+				ev.Now = 0 // past any hold-off for the grow itself
+				if f, ok := s.QuorumFlapOf("north"); ok {
+					ev.Now = f.GrowAfter
+				}
+				d := Decide(cfg, s, ev)
+				require.Equal(t, DecideGrowQuorum, d.Kind, st.name)
+				s = *d.Next
+				shrink(st.at)
+			}
+			f, ok := s.QuorumFlapOf("north")
+			require.True(t, ok)
+			assert.Equal(t, st.growAfter, f.GrowAfter, st.name)
+			assert.Contains(t, s.History[len(s.History)-1].Reason, "grow held off", st.name)
+		}
+		d := Decide(cfg, s, caughtUp(st.at))
+		assert.Equal(t, st.want, d.Kind, st.name)
+		if st.want == DecideNone {
+			assert.Nil(t, d.Next, st.name)
+			assert.Contains(t, d.Suppressed, "hysteresis: grow of north held off", st.name)
+			f, _ := s.QuorumFlapOf("north")
+			assert.Equal(t, f.GrowAfter, d.RetryAt, "re-evaluated when the hold-off ends: %s", st.name)
+		}
+	}
+	b, err := Encode(nil, s)
+	require.NoError(t, err)
+	got, err := Decode(b)
+	require.NoError(t, err)
+	assert.Equal(t, s.QuorumFlaps, got.QuorumFlaps, "the hold-off is in the register")
 }

@@ -51,6 +51,14 @@ type Heartbeat struct {
 	// SentAt is the sender's clock when it sent the view. A view counts as
 	// a vote only while it is fresh (see Liveness).
 	SentAt time.Duration
+	// Gray lists the nodes the sender has gray-failure evidence against
+	// (alive, but its data plane stalled); every observer that sees the
+	// claim withholds its acks from them (sorted).
+	Gray []NodeID
+	// Withheld lists the nodes the sender has withheld acks from for at
+	// least the takeover delay: like a suspicion, a vote that they hold
+	// no lease any more (sorted).
+	Withheld []NodeID
 }
 
 // Liveness is one node's pure view of which nodes are alive and of its own
@@ -78,6 +86,15 @@ type Heartbeat struct {
 // regains one must re-read its partitions' state before serving as write
 // region again (the register's epoch is the fence, the lease only bounds
 // how long a cut-off write region keeps serving).
+//
+// Gray failure: a node still heard from but whose data plane stalls keeps
+// its lease by heartbeating, and with it could keep serving strong reads
+// after another region took over. So a gray verdict (SetGray) acts on the
+// lease: the node claims it in its views, and every observer that holds a
+// fresh claim (its own or another's) withholds its acks from the gray
+// node. An observer that has withheld for TakeoverDelay votes against it
+// (Withheld), and those votes count in Failed like suspicions: by the
+// same quorum intersection, a node declared failed so holds no lease.
 type Liveness struct {
 	cfg     Config
 	self    Node
@@ -94,6 +111,18 @@ type Liveness struct {
 	lastAssert []time.Duration
 	suspects   []NodeID // own view
 	viewSeq    uint64
+
+	// Gray: localGray[i] is this node's own gray verdict on node i;
+	// grayViews and heldViews are each node's last Gray and Withheld lists;
+	// withholding[i] says this node withholds acks from i, since
+	// withholdSince[i]; claims and held are the own Gray and Withheld.
+	localGray     []bool
+	grayViews     [][]NodeID
+	heldViews     [][]NodeID
+	withholding   []bool
+	withholdSince []time.Duration
+	claims        []NodeID
+	held          []NodeID
 
 	seq        uint64
 	nextBeat   time.Duration
@@ -165,6 +194,11 @@ func NewLiveness(cfg Config, self NodeID, nodes []Node) (*Liveness, error) {
 	l.viewSeqs = make([]uint64, k)
 	l.viewAt = make([]time.Duration, k)
 	l.lastAssert = make([]time.Duration, k)
+	l.localGray = make([]bool, k)
+	l.grayViews = make([][]NodeID, k)
+	l.heldViews = make([][]NodeID, k)
+	l.withholding = make([]bool, k)
+	l.withholdSince = make([]time.Duration, k)
 	for i := range l.lastAssert {
 		l.lastAssert[i] = -cfg.VoteFreshness()
 	}
@@ -225,18 +259,62 @@ func (l *Liveness) broadcast(now time.Duration, kind HeartbeatKind) {
 	for _, n := range l.nodes {
 		if n.ID != l.self.ID {
 			l.out = append(l.out, Heartbeat{Kind: kind, From: l.self.ID, To: n.ID, Seq: l.seq,
-				Suspects: l.suspects, ViewSeq: l.viewSeq, SentAt: now})
+				Suspects: l.suspects, ViewSeq: l.viewSeq, SentAt: now, Gray: l.claims, Withheld: l.held})
 		}
 	}
 	for _, s := range l.suspects {
 		l.lastAssert[l.index[s]] = now
 	}
+	for _, s := range l.held {
+		l.lastAssert[l.index[s]] = now
+	}
+}
+
+// SetGray records (or clears) this node's own gray verdict on node n: n is
+// heard from but its data plane stalls. From now on this node withholds
+// its acks from n, and so does every observer that sees the claim.
+func (l *Liveness) SetGray(now time.Duration, n NodeID, gray bool) {
+	i, ok := l.index[n]
+	if !ok || n == l.self.ID || l.localGray[i] == gray {
+		return
+	}
+	l.localGray[i] = gray
+	if l.refresh(now) {
+		l.broadcast(now, KindView)
+	}
+}
+
+// Withholding reports whether this node withholds its acks from n.
+func (l *Liveness) Withholding(n NodeID) bool {
+	i, ok := l.index[n]
+	return ok && l.withholding[i]
+}
+
+// grayClaimed reports whether node i is claimed gray by this node or by a
+// fresh view of an observer outside its region.
+func (l *Liveness) grayClaimed(i int, now time.Duration) bool {
+	if l.localGray[i] {
+		return true
+	}
+	fresh := l.cfg.VoteFreshness() - l.cfg.MaxClockDrift
+	n := l.nodes[i]
+	for j, m := range l.nodes {
+		if m.Region != n.Region && m.ID != l.self.ID && now-l.viewAt[j] <= fresh && slices.Contains(l.grayViews[j], n.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 // NextDeadline is when Tick next has work: a heartbeat or a suspicion.
 func (l *Liveness) NextDeadline() time.Duration {
 	next := l.nextBeat
 	for i, n := range l.nodes {
+		if l.withholding[i] && !slices.Contains(l.held, n.ID) {
+			if at := l.withholdSince[i] + l.cfg.TakeoverDelay(); at < next {
+				next = at
+			}
+		}
 		if n.ID == l.self.ID || slices.Contains(l.suspects, n.ID) {
 			continue
 		}
@@ -249,16 +327,31 @@ func (l *Liveness) NextDeadline() time.Duration {
 
 // refresh recomputes the own view; it reports whether it changed.
 func (l *Liveness) refresh(now time.Duration) bool {
-	var sus []NodeID
+	var sus, claims, held []NodeID
 	for i, n := range l.nodes {
-		if n.ID != l.self.ID && now-l.lastHeard[i] > l.cfg.TakeoverDelay() {
+		if n.ID == l.self.ID {
+			continue
+		}
+		if now-l.lastHeard[i] > l.cfg.TakeoverDelay() {
 			sus = append(sus, n.ID)
 		}
+		if l.localGray[i] {
+			claims = append(claims, n.ID)
+		}
+		switch w := l.grayClaimed(i, now); {
+		case w && !l.withholding[i]:
+			l.withholding[i], l.withholdSince[i] = true, now
+		case !w:
+			l.withholding[i] = false
+		}
+		if l.withholding[i] && now-l.withholdSince[i] >= l.cfg.TakeoverDelay() {
+			held = append(held, n.ID)
+		}
 	}
-	if slices.Equal(sus, l.suspects) {
+	if slices.Equal(sus, l.suspects) && slices.Equal(claims, l.claims) && slices.Equal(held, l.held) {
 		return false
 	}
-	l.suspects = sus
+	l.suspects, l.claims, l.held = sus, claims, held
 	l.viewSeq++
 	return true
 }
@@ -276,8 +369,12 @@ func (l *Liveness) Step(now time.Duration, m Heartbeat) error {
 	case KindHeartbeat:
 		l.setView(i, m)
 		// A node we recently told others we suspect gets no ack: our
-		// suspicion may still count as a vote somewhere.
-		if now >= l.lastAssert[i]+l.cfg.VoteFreshness() {
+		// suspicion may still count as a vote somewhere. Nor does a node
+		// claimed gray: its lease must lapse before anyone takes over.
+		if l.refresh(now) {
+			l.broadcast(now, KindView)
+		}
+		if now >= l.lastAssert[i]+l.cfg.VoteFreshness() && !l.withholding[i] {
 			l.out = append(l.out, Heartbeat{Kind: KindHeartbeatAck, From: l.self.ID, To: m.From, Seq: m.Seq})
 		}
 	case KindView:
@@ -305,6 +402,8 @@ func (l *Liveness) setView(i int, m Heartbeat) {
 	}
 	l.viewSeqs[i] = m.ViewSeq
 	l.views[i] = slices.Clone(m.Suspects)
+	l.grayViews[i] = slices.Clone(m.Gray)
+	l.heldViews[i] = slices.Clone(m.Withheld)
 	l.viewAt[i] = m.SentAt
 }
 
@@ -348,38 +447,58 @@ func (l *Liveness) Suspects(n NodeID) bool { return slices.Contains(l.suspects, 
 
 // Failed reports whether node n is declared failed at local time now: a
 // majority of the nodes outside n's region, covering a majority of the
-// other regions, suspect it in fresh views. It also returns the regions
+// other regions, suspect it (silent) or have withheld their acks from it
+// for the takeover delay (gray) in fresh views. It also returns the regions
 // voting and the regions needed, for explanations.
 func (l *Liveness) Failed(n NodeID, now time.Duration) (failed bool, regionVotes, regionsNeeded int) {
+	v := l.verdict(n, now)
+	return v.failed, v.regions, v.needed
+}
+
+// GrayFailed reports whether n is declared failed with at least one vote
+// cast for a gray failure rather than silence.
+func (l *Liveness) GrayFailed(n NodeID, now time.Duration) bool {
+	v := l.verdict(n, now)
+	return v.failed && v.gray > 0
+}
+
+type verdict struct {
+	failed                bool
+	regions, needed, gray int
+}
+
+func (l *Liveness) verdict(n NodeID, now time.Duration) verdict {
 	i, ok := l.index[n]
 	if !ok {
-		return false, 0, 0
+		return verdict{}
 	}
 	target := l.nodes[i].Region
 	fresh := l.cfg.VoteFreshness() - l.cfg.MaxClockDrift
-	votes := 0
+	votes, gray := 0, 0
 	var voted []Region
 	for j, m := range l.nodes {
 		if m.Region == target {
 			continue
 		}
-		var sus bool
+		var sus, held bool
 		if m.ID == l.self.ID {
-			sus = slices.Contains(l.suspects, n)
-		} else {
-			sus = now-l.viewAt[j] <= fresh && slices.Contains(l.views[j], n)
+			sus, held = slices.Contains(l.suspects, n), slices.Contains(l.held, n)
+		} else if now-l.viewAt[j] <= fresh {
+			sus, held = slices.Contains(l.views[j], n), slices.Contains(l.heldViews[j], n)
 		}
-		if sus {
+		if sus || held {
 			votes++
+			if !sus {
+				gray++
+			}
 			if !slices.Contains(voted, m.Region) {
 				voted = append(voted, m.Region)
 			}
 		}
 	}
 	obs := l.observers(target)
-	regionsNeeded = (len(l.regions)-1)/2 + 1
-	failed = obs > 0 && votes >= obs/2+1 && len(voted) >= regionsNeeded
-	return failed, len(voted), regionsNeeded
+	needed := (len(l.regions)-1)/2 + 1
+	return verdict{failed: obs > 0 && votes >= obs/2+1 && len(voted) >= needed, regions: len(voted), needed: needed, gray: gray}
 }
 
 // Alive reports whether n is not suspected by this node.

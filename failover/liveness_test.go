@@ -81,12 +81,18 @@ func TestLivenessLeaseAndDetection(t *testing.T) {
 // that no node is declared failed (by any observer) while its own lease,
 // read on its own clock, still holds.
 func TestLivenessLeaseSafetyProperty(t *testing.T) {
-	declared := 0
+	declared, gray := 0, 0
 	for seed := uint64(1); seed <= 40; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { declared += runLeaseSafety(t, seed, 1+int(seed%3)) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			d, g := runLeaseSafety(t, seed, 1+int(seed%3))
+			declared, gray = declared+d, gray+g
+		})
 	}
-	// The property is only meaningful if failures were actually declared.
+	// The property is only meaningful if failures were actually declared,
+	// for silence and for gray verdicts (a node heard from whose observers
+	// withhold its lease).
 	assert.Greater(t, declared, 20, "cuts must lead to failure declarations")
+	assert.Greater(t, gray, 20, "gray verdicts must lead to failure declarations")
 }
 
 type lvEvent struct {
@@ -114,7 +120,7 @@ func (q *lvQueue) Pop() any {
 	return e
 }
 
-func runLeaseSafety(t *testing.T, seed uint64, perRegion int) (declared int) {
+func runLeaseSafety(t *testing.T, seed uint64, perRegion int) (declared, grayDeclared int) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	cfg := FastConfig()
 	regionsN := 2 + rng.IntN(4)
@@ -139,6 +145,12 @@ func runLeaseSafety(t *testing.T, seed uint64, perRegion int) (declared int) {
 	maxDelay := time.Duration(1+rng.IntN(400)) * time.Millisecond
 	// cut[n] = until when node n is cut off (both directions).
 	cut := map[NodeID]time.Duration{}
+	// Gray verdicts: an observer judges a node gray until a time.
+	type grayVerdict struct {
+		by, on NodeID
+		until  time.Duration
+	}
+	var grays []grayVerdict
 	q := &lvQueue{}
 	seq := 0
 	push := func(e lvEvent) { seq++; e.seq = seq; heap.Push(q, e) }
@@ -161,6 +173,26 @@ func runLeaseSafety(t *testing.T, seed uint64, perRegion int) (declared int) {
 				victim := nodes[rng.IntN(len(nodes))].ID
 				cut[victim] = e.at + time.Duration(rng.IntN(8000))*time.Millisecond
 			}
+			if rng.Float64() < 0.004 {
+				on := nodes[rng.IntN(len(nodes))].ID
+				grays = append(grays, grayVerdict{by: e.node, on: on, until: e.at + time.Duration(rng.IntN(10000))*time.Millisecond})
+				l.SetGray(local(e.node, e.at), on, true)
+			}
+			kept := grays[:0]
+			for _, g := range grays {
+				if g.by == e.node && e.at >= g.until {
+					still := false
+					for _, o := range grays {
+						still = still || (o != g && o.by == g.by && o.on == g.on && e.at < o.until)
+					}
+					if !still {
+						l.SetGray(local(e.node, e.at), g.on, false)
+					}
+					continue
+				}
+				kept = append(kept, g)
+			}
+			grays = kept
 		}
 		for _, m := range l.Ready() {
 			if e.at < cut[m.From] || e.at < cut[m.To] || rng.Float64() < loss {
@@ -178,6 +210,9 @@ func runLeaseSafety(t *testing.T, seed uint64, perRegion int) (declared int) {
 				f, _, _ := ls[obs.ID].Failed(n.ID, local(obs.ID, e.at))
 				if f {
 					declared++
+					if ls[obs.ID].GrayFailed(n.ID, local(obs.ID, e.at)) {
+						grayDeclared++
+					}
 				}
 				if f && ls[n.ID].LeaseValid(local(n.ID, e.at)) {
 					t.Fatalf("seed %d: at %v node %d declares node %d failed while its lease holds until %v (its clock %v)",
@@ -186,5 +221,5 @@ func runLeaseSafety(t *testing.T, seed uint64, perRegion int) (declared int) {
 			}
 		}
 	}
-	return declared
+	return declared, grayDeclared
 }

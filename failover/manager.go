@@ -24,6 +24,10 @@ type Placement struct {
 type FollowerStatus struct {
 	Region   Region
 	MatchLSN LSN
+	// InRule: the write region counts the follower in its commit rule.
+	InRule bool
+	// CaughtUp: it holds everything the write region has assigned.
+	CaughtUp bool
 	// InSync: the follower counts in the write region's commit rule and
 	// holds every committed LSN.
 	InSync bool
@@ -119,14 +123,34 @@ type Manager struct {
 	isDirty map[string]bool
 
 	inflightTo map[Region]int // failover proposals in flight by target region
-	draining   map[Region]string
-	paused     bool
-	pauseWhy   string
+	// grayBy counts, per node, the hosted partitions whose write region on
+	// that node this node judges gray; a node with any is claimed gray in
+	// the liveness views (its lease acks are withheld).
+	grayBy   map[NodeID]int
+	draining map[Region]string
+	paused   bool
+	pauseWhy string
 
 	proposals []Proposal
 	actions   []PartitionActions
 	events    []Event
 	stats     ManagerStats
+}
+
+// pendingGrow is a region the write region counts in its commit rule
+// before the register lists it (see Decide's prepare-grow).
+type pendingGrow struct {
+	region Region
+	// seq is the status count when it was prepared: only a status reported
+	// after it (after the driver applied the new commit rule) can show the
+	// region in sync. Drivers apply a partition's actions before they
+	// report its status again.
+	seq uint64
+	// proposed: a Grow for it was proposed against register version
+	// proposedAt and no newer value has been observed: the proposal may
+	// still commit, so the region stays in the commit rule.
+	proposed   bool
+	proposedAt uint64
 }
 
 type followerLag struct {
@@ -147,10 +171,19 @@ type partition struct {
 
 	local    ReplicaStatus
 	hasLocal bool
-	gray     string
+	// statusSeq counts the local replica's status reports.
+	statusSeq uint64
+	// grow: regions this node, as write region, counts in its commit rule
+	// ahead of the register (prepared grows), in region order.
+	grow []pendingGrow
+	gray string
 	// grayOp: SetGray set gray (an operator or an outside detector);
 	// the manager's own detector never clears it.
 	grayOp bool
+	// grayNode: the node this partition's gray verdict counts against in
+	// Manager.grayBy (grayCounted).
+	grayNode    NodeID
+	grayCounted bool
 	// Gray detection (see ReportClientError): client errors against
 	// the write region at grayEpoch since grayFrom, the last at
 	// grayLast, while the local commit LSN stayed at grayCommit.
@@ -211,6 +244,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		healthySince: make(map[NodeID]time.Duration),
 		isDirty:      make(map[string]bool),
 		inflightTo:   make(map[Region]int),
+		grayBy:       make(map[NodeID]int),
 		draining:     make(map[Region]string),
 	}, nil
 }
@@ -364,8 +398,76 @@ func (m *Manager) ObserveState(now time.Duration, name string, version uint64, s
 	p.have, p.version, p.state = true, version, s
 	p.pendingKey = ""
 	p.stale = false
+	m.syncGray(now, p)
+	for i := range p.grow {
+		if g := &p.grow[i]; g.proposed && version > g.proposedAt {
+			g.proposed = false // the register moved on: that proposal is decided
+		}
+	}
+	m.pruneGrow(now, p)
 	m.markDirty(name)
 	m.reconcile(p)
+}
+
+// pruneGrow drops prepared grows that no longer apply: the region is a
+// member now, this node is no longer the write region, or the region
+// failed or stalled before its Grow was proposed. A region whose Grow
+// may still commit stays in the commit rule: dropping it would let
+// writes commit without a region the register may list as a member.
+// It reports whether the pending set changed.
+func (m *Manager) pruneGrow(now time.Duration, p *partition) bool {
+	if len(p.grow) == 0 {
+		return false
+	}
+	n := len(p.grow)
+	writer := p.have && p.hasLocal && p.local.WriteRegion && p.myRegion == p.state.WriteRegion && p.local.Epoch == p.state.Epoch
+	p.grow = slices.DeleteFunc(p.grow, func(g pendingGrow) bool {
+		if !writer || p.state.WriteQuorum.IsMember(g.region) {
+			return true
+		}
+		if g.proposed {
+			return false
+		}
+		node, ok := m.nodeOf(p, g.region)
+		_, up := m.healthySince[node]
+		_, stalled := m.stalled(now, p, g.region)
+		return !ok || !up || stalled
+	})
+	return len(p.grow) != n
+}
+
+// prepareGrow counts region r in the write region's commit rule.
+func (m *Manager) prepareGrow(p *partition, r Region) {
+	for _, g := range p.grow {
+		if g.region == r {
+			return
+		}
+	}
+	p.grow = append(p.grow, pendingGrow{region: r, seq: p.statusSeq})
+	slices.SortFunc(p.grow, func(a, b pendingGrow) int { return cmpRegion(a.region, b.region) })
+	m.event(p.name, DecidePrepareGrow, fmt.Sprintf("count %s in the commit rule before growing the write quorum", r))
+	m.reconcile(p)
+}
+
+// growReady reports whether region r is a prepared grow and the status
+// at hand was reported after it joined the commit rule.
+func (p *partition) growReady(r Region) bool {
+	for _, g := range p.grow {
+		if g.region == r {
+			return p.statusSeq > g.seq
+		}
+	}
+	return false
+}
+
+func cmpRegion(a, b Region) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // CASDone reports a proposal's outcome. On a conflict the driver also
@@ -408,6 +510,7 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 		// plane works, whatever the clients saw.
 		m.clearGray(p)
 	}
+	p.statusSeq++
 	m.trackLag(now, p, st)
 	changed := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
 		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) ||
@@ -419,11 +522,12 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	}
 }
 
+// inSyncSet summarises what grow decisions look at in the followers.
 func inSyncSet(st ReplicaStatus) string {
 	s := ""
 	for _, f := range st.Followers {
-		if f.InSync {
-			s += string(f.Region) + ","
+		if f.InSync || f.CaughtUp || f.InRule {
+			s += fmt.Sprintf("%s:%t%t%t,", f.Region, f.InSync, f.CaughtUp, f.InRule)
 		}
 	}
 	return s
@@ -436,6 +540,7 @@ func inSyncSet(st ReplicaStatus) string {
 func (m *Manager) SetGray(now time.Duration, name, why string) {
 	if p := m.parts[name]; p != nil && p.gray != why {
 		p.gray, p.grayOp = why, why != ""
+		m.syncGray(now, p)
 		m.markDirty(name)
 	}
 }
@@ -484,7 +589,9 @@ func (m *Manager) checkGray(now time.Duration, p *partition) {
 		return
 	}
 	p.gray = fmt.Sprintf("commit LSN stalled at %d for %v while clients reported %d errors", p.grayCommit, now-p.grayFrom, p.grayErrs)
-	m.event(p.name, DecideFailover, "gray failure of "+string(p.state.WriteRegion)+": "+p.gray)
+	m.event(p.name, DecideFailover, "gray failure of "+string(p.state.WriteRegion)+": "+p.gray+
+		"; withholding its lease until a quorum of observers agrees")
+	m.syncGray(now, p)
 	m.markDirty(p.name)
 }
 
@@ -551,6 +658,31 @@ func (m *Manager) clearGray(p *partition) {
 		p.gray = ""
 		m.markDirty(p.name)
 	}
+	m.syncGray(m.now, p)
+}
+
+// syncGray keeps the node-level gray claim in step with the partition's
+// gray verdict: a node judged gray for any hosted partition is claimed gray
+// in the liveness views, so that its lease lapses before a takeover.
+func (m *Manager) syncGray(now time.Duration, p *partition) {
+	node, ok := NodeID(0), false
+	if p.gray != "" && p.have {
+		node, ok = m.nodeOf(p, p.state.WriteRegion)
+		ok = ok && node != m.self.ID
+	}
+	if p.grayCounted && (!ok || node != p.grayNode) {
+		p.grayCounted = false
+		if m.grayBy[p.grayNode]--; m.grayBy[p.grayNode] <= 0 {
+			delete(m.grayBy, p.grayNode)
+			m.live.SetGray(now, p.grayNode, false)
+		}
+	}
+	if ok && !p.grayCounted {
+		p.grayCounted, p.grayNode = true, node
+		if m.grayBy[node]++; m.grayBy[node] == 1 {
+			m.live.SetGray(now, node, true)
+		}
+	}
 }
 
 // SetGlobalPause suppresses (or resumes) automatic failover everywhere.
@@ -566,9 +698,14 @@ func (m *Manager) reconcile(p *partition) {
 	if !p.have || !p.hasMine || !p.hasLocal {
 		return
 	}
+	var pending []Region
+	for _, g := range p.grow {
+		pending = append(pending, g.region)
+	}
 	acts, err := Reconcile(p.state, LocalReplica{
 		Region: p.myRegion, Epoch: p.local.Epoch, LastLSN: p.local.LastLSN,
 		WriteRegion: p.local.WriteRegion, Fenced: p.local.Fenced, WriteQuorum: p.local.WriteQuorum,
+		Pending: pending,
 	})
 	if err != nil {
 		m.event(p.name, DecideNone, "reconcile: "+err.Error())
@@ -612,7 +749,11 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 		if p.hasLocal && p.local.WriteRegion && p.myRegion == s.WriteRegion {
 			for _, f := range p.local.Followers {
 				if f.Region == rn.Region {
-					x.InSync = f.InSync
+					// In sync only as a prepared grow reported after it
+					// joined the commit rule (never from a status older
+					// than this node's own decision to add it).
+					x.InSync = f.InSync && p.growReady(f.Region)
+					x.CaughtUp = f.CaughtUp
 					if !x.Reported {
 						x.Reported, x.Epoch, x.LastLSN = true, p.local.Epoch, f.MatchLSN
 					}
@@ -625,15 +766,27 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 		ev.Replicas = append(ev.Replicas, x)
 	}
 	if n, ok := m.nodeOf(p, s.WriteRegion); ok {
-		if failed, votes, needed := m.live.Failed(n, now); failed {
+		// A gray verdict alone never fails the write region over: its
+		// node still heartbeats and holds a lease (it could serve strong
+		// reads after a takeover). The verdict withholds lease acks; once
+		// a quorum of observers has withheld them for the takeover delay,
+		// the node is declared failed like a silent one.
+		failed, votes, needed := m.live.Failed(n, now)
+		switch {
+		case failed && m.live.GrayFailed(n, now):
+			ev.WriteRegionFailed = true
+			why := "reported by another observer"
+			if p.gray != "" {
+				why = p.gray
+			}
+			ev.FailureWhy = fmt.Sprintf("gray failure of node %d (%s): observers in %d of %d other regions withheld its lease for %v (need %d)",
+				n, why, votes, len(m.live.Regions())-1, m.cfg.Failover.TakeoverDelay(), needed)
+		case failed:
 			ev.WriteRegionFailed = true
 			ev.FailureWhy = fmt.Sprintf("node %d silent for over %v: a majority of observer nodes in %d of %d other regions agree (need %d)",
 				n, m.cfg.Failover.TakeoverDelay(), votes, len(m.live.Regions())-1, needed)
-		} else if p.gray != "" && (p.grayOp || m.live.Alive(n)) {
-			// The detector's evidence is about a write region still heard
-			// from; one that fell silent is judged by its lease above.
-			ev.WriteRegionFailed = true
-			ev.FailureWhy = "gray failure: " + p.gray
+		case p.gray != "":
+			ev.FailureWhy = "gray failure suspected (" + p.gray + "): waiting for a quorum of observers to withhold its lease"
 		}
 	}
 	return ev
@@ -658,6 +811,9 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 	m.checkGray(now, p)
 	if !p.have || p.inflight || p.stale {
 		return
+	}
+	if m.pruneGrow(now, p) {
+		m.reconcile(p)
 	}
 	m.stats.Evaluations++
 	ev := m.evidence(now, p)
@@ -704,8 +860,21 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 		if d.Next == nil {
 			return
 		}
+		if d.Kind == DecideShrinkQuorum {
+			// A backup shrinks a region out only on the quorum's verdict:
+			// its own suspicion may just be its own isolation (a flapping
+			// link), and the write region, which sees the region's acks,
+			// has not asked for the shrink.
+			if n, ok := m.nodeOf(p, d.Target); !ok || !m.failedNodes[n] {
+				return
+			}
+		}
 		m.stats.Backups++
 		m.propose(p, d, true)
+		return
+	}
+	if d.Kind == DecidePrepareGrow {
+		m.prepareGrow(p, d.Target)
 		return
 	}
 	if d.Next == nil {
@@ -763,7 +932,7 @@ func (m *Manager) backupRank(p *partition, d Decision) int {
 		}
 		return -1
 	}
-	if d.Kind == DecideGrowQuorum || d.Kind == DecideSwitchoverFenced {
+	if d.Kind == DecideGrowQuorum || d.Kind == DecideSwitchoverFenced || d.Kind == DecidePrepareGrow {
 		return -1 // only the write region knows enough
 	}
 	return 1 + p.state.PriorityOf(p.myRegion)
@@ -773,6 +942,13 @@ func (m *Manager) propose(p *partition, d Decision, backup bool) {
 	p.inflight, p.inflightK, p.inflightT = true, d.Kind, d.Target
 	if d.Kind == DecideFailover {
 		m.inflightTo[d.Target]++
+	}
+	if d.Kind == DecideGrowQuorum {
+		for i := range p.grow {
+			if p.grow[i].region == d.Target {
+				p.grow[i].proposed, p.grow[i].proposedAt = true, p.version
+			}
+		}
 	}
 	m.stats.Proposals++
 	m.proposals = append(m.proposals, Proposal{Partition: p.name, Version: p.version, Next: *d.Next, Kind: d.Kind, Target: d.Target, Backup: backup})

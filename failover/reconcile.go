@@ -62,6 +62,10 @@ type LocalReplica struct {
 	WriteRegion bool // it believes it is the write region at Epoch
 	Fenced      bool
 	WriteQuorum []Region
+	// Pending lists regions the write region counts in its commit rule
+	// ahead of the register (prepared grows; see Decide): its commit rule
+	// is the register's write quorum plus these.
+	Pending []Region
 }
 
 // Reconcile returns the actions that bring a local replica in line with
@@ -87,8 +91,16 @@ func Reconcile(s State, local LocalReplica) ([]Action, error) {
 			return acts, nil
 		}
 		var acts []Action
-		if !equalRegions(local.WriteQuorum, s.WriteQuorum.Members) {
-			acts = append(acts, Action{Kind: ActSetWriteQuorum, Epoch: s.Epoch, WriteRegion: me, WriteQuorum: s.WriteQuorum})
+		rule := s.WriteQuorum
+		for _, r := range local.Pending {
+			if rule.IsReplica(r) && !rule.IsMember(r) {
+				if g, err := rule.Grow(r, true); err == nil {
+					rule = g
+				}
+			}
+		}
+		if !equalRegions(local.WriteQuorum, rule.Members) {
+			acts = append(acts, Action{Kind: ActSetWriteQuorum, Epoch: s.Epoch, WriteRegion: me, WriteQuorum: rule})
 		}
 		if s.Phase == PhaseSwitchover && !local.Fenced {
 			acts = append(acts, Action{Kind: ActFence, Epoch: s.Epoch, WriteRegion: me})

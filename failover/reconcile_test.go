@@ -15,6 +15,8 @@ func TestReconcile(t *testing.T) {
 	s2 := *d.Next // west is write region at epoch 2 from LSN 40
 
 	all := []Region{"east", "north", "west"}
+	withEast := s2.WriteQuorum
+	withEast.Members = all
 	cases := []struct {
 		name  string
 		s     State
@@ -35,6 +37,15 @@ func TestReconcile(t *testing.T) {
 			LocalReplica{Region: "north", Epoch: 1, LastLSN: 30},
 			nil},
 		{"write quorum change reaches the write region", s2,
+			LocalReplica{Region: "west", Epoch: 2, LastLSN: 41, WriteRegion: true, WriteQuorum: all},
+			[]Action{{Kind: ActSetWriteQuorum, Epoch: 2, WriteRegion: "west", WriteQuorum: s2.WriteQuorum}}},
+		{"a prepared grow joins the commit rule before the register", s2,
+			LocalReplica{Region: "west", Epoch: 2, LastLSN: 41, WriteRegion: true, WriteQuorum: s2.WriteQuorum.Members, Pending: []Region{"east"}},
+			[]Action{{Kind: ActSetWriteQuorum, Epoch: 2, WriteRegion: "west", WriteQuorum: withEast}}},
+		{"a prepared grow already in the rule does nothing", s2,
+			LocalReplica{Region: "west", Epoch: 2, LastLSN: 41, WriteRegion: true, WriteQuorum: all, Pending: []Region{"east"}},
+			nil},
+		{"a dropped prepared grow leaves the commit rule", s2,
 			LocalReplica{Region: "west", Epoch: 2, LastLSN: 41, WriteRegion: true, WriteQuorum: all},
 			[]Action{{Kind: ActSetWriteQuorum, Epoch: 2, WriteRegion: "west", WriteQuorum: s2.WriteQuorum}}},
 	}

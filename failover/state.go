@@ -84,6 +84,17 @@ type Transition struct {
 	Reason   string
 }
 
+// QuorumFlap is one region's write-quorum hysteresis: the times it was
+// shrunk out within FlapWindow and until when growing it back is held off
+// (GrowHoldOffBase doubled for each shrink after the first, capped at
+// GrowHoldOffMax), so a flapping link does not shrink and grow the write
+// quorum on every flap.
+type QuorumFlap struct {
+	Region    Region
+	Shrinks   []time.Duration
+	GrowAfter time.Duration
+}
+
 // State is a partition's failover state: the value of its CASPaxos
 // register. Everything that decides a change of write region is here, so
 // any node can recompute a decision from it.
@@ -115,6 +126,10 @@ type State struct {
 	// Failovers lists recent automatic failover times (hysteresis input).
 	Failovers    []time.Duration
 	HoldOffUntil time.Duration
+	// QuorumFlaps is the write-quorum hysteresis: per region shrunk out
+	// recently, its shrinks and until when growing it back is held off.
+	// Recorded by the shrink's own register write (no extra write).
+	QuorumFlaps []QuorumFlap
 
 	History []Transition
 }
@@ -172,6 +187,8 @@ func (s State) Validate() error {
 		return bad("%d history entries (max %d)", len(s.History), MaxHistory)
 	case len(s.Failovers) > MaxFlapRecords:
 		return bad("%d failover records (max %d)", len(s.Failovers), MaxFlapRecords)
+	case len(s.QuorumFlaps) > MaxRegions:
+		return bad("%d quorum flap records (max %d)", len(s.QuorumFlaps), MaxRegions)
 	case s.WriteQuorum.WriteRegion != s.WriteRegion:
 		return bad("write quorum names write region %q, state %q", s.WriteQuorum.WriteRegion, s.WriteRegion)
 	case !slices.Contains(s.Priority, s.WriteRegion):
@@ -188,6 +205,16 @@ func (s State) Validate() error {
 	cur := s.Table.Current()
 	if cur.Epoch != s.Epoch || cur.WriteRegion != string(s.WriteRegion) {
 		return bad("progress table's current epoch %d/%s differs from state %d/%s", cur.Epoch, cur.WriteRegion, s.Epoch, s.WriteRegion)
+	}
+	for i, f := range s.QuorumFlaps {
+		switch {
+		case !slices.Contains(s.Priority, f.Region):
+			return bad("quorum flap record for %q, not a replica region", f.Region)
+		case i > 0 && s.QuorumFlaps[i-1].Region >= f.Region:
+			return bad("quorum flap records not sorted by region at %q", f.Region)
+		case len(f.Shrinks) > MaxFlapRecords:
+			return bad("%d shrinks recorded for %q (max %d)", len(f.Shrinks), f.Region, MaxFlapRecords)
+		}
 	}
 	sorted := slices.Clone(s.Priority)
 	slices.Sort(sorted)
@@ -207,6 +234,10 @@ func (s State) Clone() State {
 	c.Progress = slices.Clone(s.Progress)
 	c.Table.Epochs = slices.Clone(s.Table.Epochs)
 	c.Failovers = slices.Clone(s.Failovers)
+	c.QuorumFlaps = slices.Clone(s.QuorumFlaps)
+	for i := range c.QuorumFlaps {
+		c.QuorumFlaps[i].Shrinks = slices.Clone(s.QuorumFlaps[i].Shrinks)
+	}
 	c.History = slices.Clone(s.History)
 	return c
 }
@@ -256,4 +287,45 @@ func (s *State) record(cfg Config, t Transition) {
 	if over := len(s.History) - cfg.HistoryLen; over > 0 {
 		s.History = slices.Delete(s.History, 0, over)
 	}
+}
+
+// QuorumFlapOf returns region r's write-quorum hysteresis record.
+func (s State) QuorumFlapOf(r Region) (QuorumFlap, bool) {
+	for _, f := range s.QuorumFlaps {
+		if f.Region == r {
+			return f, true
+		}
+	}
+	return QuorumFlap{}, false
+}
+
+// noteShrink records that r was shrunk out of the write quorum at now and
+// holds off its growth: GrowHoldOffBase after the first shrink within
+// FlapWindow, doubled for each further one, capped at GrowHoldOffMax.
+// It returns the hold-off and the shrinks counted.
+func (s *State) noteShrink(cfg Config, r Region, now time.Duration) (time.Duration, int) {
+	i := slices.IndexFunc(s.QuorumFlaps, func(f QuorumFlap) bool { return f.Region == r })
+	if i < 0 {
+		s.QuorumFlaps = append(s.QuorumFlaps, QuorumFlap{Region: r})
+		slices.SortFunc(s.QuorumFlaps, func(a, b QuorumFlap) int { return cmpRegion(a.Region, b.Region) })
+		i = slices.IndexFunc(s.QuorumFlaps, func(f QuorumFlap) bool { return f.Region == r })
+	}
+	f := &s.QuorumFlaps[i]
+	kept := f.Shrinks[:0]
+	for _, t := range f.Shrinks {
+		if now-t <= cfg.FlapWindow {
+			kept = append(kept, t)
+		}
+	}
+	f.Shrinks = append(kept, now)
+	if over := len(f.Shrinks) - MaxFlapRecords; over > 0 {
+		f.Shrinks = slices.Delete(f.Shrinks, 0, over)
+	}
+	n := len(f.Shrinks)
+	hold := cfg.GrowHoldOffBase << min(n-1, 30)
+	if hold > cfg.GrowHoldOffMax || hold < 0 {
+		hold = cfg.GrowHoldOffMax
+	}
+	f.GrowAfter = now + hold
+	return hold, n
 }

@@ -6,11 +6,13 @@ import dataplane "github.com/fmnode/fmnode/partition"
 // read from the data plane's progress report. Both drivers (the simulator
 // and the daemon) feed the Manager through it, so they judge replicas alike.
 //
-// A follower counts as in sync when it holds everything the write region
-// has assigned and needs no snapshot: adding it back to the write quorum
-// then loses nothing committed. (The write region does not yet hold such a
-// follower in its commit rule before the register grows the quorum; a
-// write committed between this report and the grow could miss it.)
+// A follower is caught up when it holds everything the write region has
+// assigned and needs no snapshot. It is in sync only when, in addition, the
+// write region counts it in its commit rule (its local write quorum) and it
+// holds every committed LSN: from then on no write commits without it, so
+// the register may list it as a write-quorum member (an RPO-0 candidate)
+// without ever having acknowledged a write it lacks. A caught-up follower
+// outside the rule is not in sync: writes keep committing without it.
 func StatusFromProgress(pr dataplane.Progress, self Region) ReplicaStatus {
 	st := ReplicaStatus{
 		Epoch:       Epoch(pr.Epoch),
@@ -23,7 +25,11 @@ func StatusFromProgress(pr dataplane.Progress, self Region) ReplicaStatus {
 	if st.WriteRegion {
 		for _, f := range pr.Followers {
 			st.Followers = append(st.Followers, FollowerStatus{
-				Region: f.Region, MatchLSN: LSN(f.Match), InSync: f.Match >= pr.LastLSN && !f.Snapshot,
+				Region:   f.Region,
+				MatchLSN: LSN(f.Match),
+				InRule:   pr.Quorum.IsMember(f.Region),
+				CaughtUp: f.Match >= pr.LastLSN && !f.Snapshot,
+				InSync:   pr.Quorum.IsMember(f.Region) && f.Match >= pr.CommitLSN && !f.Snapshot,
 			})
 		}
 	}

@@ -17,16 +17,22 @@ func TestStatusFromProgress(t *testing.T) {
 			{Region: "west", Match: 10},
 			{Region: "north", Match: 7},
 			{Region: "south", Match: 10, Snapshot: true},
+			{Region: "up", Match: 10},
+			{Region: "down", Match: 8},
 		},
 	}
+	pr.Quorum.Members = []Region{"down", "east", "west"}
 	st := StatusFromProgress(pr, "east")
 	assert.True(t, st.WriteRegion)
 	assert.False(t, st.Fenced)
 	assert.Equal(t, []FollowerStatus{
-		{Region: "west", MatchLSN: 10, InSync: true},
+		{Region: "west", MatchLSN: 10, InRule: true, CaughtUp: true, InSync: true},
 		{Region: "north", MatchLSN: 7},
 		{Region: "south", MatchLSN: 10},
-	}, st.Followers, "in sync means every assigned LSN and no snapshot pending")
+		{Region: "up", MatchLSN: 10, CaughtUp: true},
+		{Region: "down", MatchLSN: 8, InRule: true},
+	}, st.Followers, "in sync means in the commit rule, every committed LSN and no snapshot pending; "+
+		"caught up (outside the rule) is not in sync")
 
 	pr.Role = dataplane.RolePaused
 	assert.True(t, StatusFromProgress(pr, "east").Fenced)

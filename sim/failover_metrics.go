@@ -31,6 +31,9 @@ type foMetrics struct {
 	steadyTo     time.Duration
 	steadyWrites uint64
 	regWrites    uint64
+	// regByKind counts register writes by the transition they recorded
+	// (the newest history entry; "unrecorded" when none was added).
+	regByKind map[string]uint64
 
 	acks [][]partition.Token
 
@@ -73,6 +76,14 @@ func (m *foMetrics) startOutage(fw *foWorld, down []bool, at time.Duration) int 
 
 func (m *foMetrics) registerWrite(fw *foWorld, i int, old, s failover.State, at time.Duration) {
 	m.regWrites++
+	kind := "unrecorded"
+	if n := len(s.History); n > 0 && (len(old.History) == 0 || s.History[n-1] != old.History[len(old.History)-1]) {
+		kind = s.History[n-1].Kind.String()
+	}
+	if m.regByKind == nil {
+		m.regByKind = make(map[string]uint64)
+	}
+	m.regByKind[kind]++
 	if m.steadyOn && at >= m.steadyFrom {
 		m.steadyWrites++
 	}
@@ -291,23 +302,24 @@ type FailoverReport struct {
 	ClientUnavailability      Dist   `json:"client_unavailability_s"`
 	// ClientPendingLoad: the clients' attempts and DNS queries per client
 	// per second while their partition's failover was pending.
-	ClientPendingLoad             PendingLoad `json:"client_pending_load"`
-	DNS                           foDNSStats  `json:"dns"`
-	DNSTTLSeconds                 float64     `json:"dns_ttl_s"`
-	DNSStaleSeconds               float64     `json:"dns_resolver_stale_s"`
-	FailedOverWithin60s           float64     `json:"failed_over_within_60s_fraction"`
-	NotFailedOver                 int         `json:"not_failed_over"`
-	RPO                           RPODist     `json:"rpo_ops"`
-	SteadyRegisterWritesPerPartHr float64     `json:"steady_register_writes_per_partition_hour"`
-	RegisterWrites                uint64      `json:"register_writes"`
-	Failovers                     uint64      `json:"failovers"`
-	ResyncBytes                   uint64      `json:"resync_bytes"`
-	FullCopyBytes                 uint64      `json:"full_copy_bytes"`
-	ResyncSeconds                 float64     `json:"resync_s"`
-	FalseProgressOps              uint64      `json:"false_progress_ops"`
-	ActionErrors                  uint64      `json:"action_errors"`
-	FirstActionError              string      `json:"first_action_error,omitempty"`
-	Paper                         Paper       `json:"paper"`
+	ClientPendingLoad             PendingLoad       `json:"client_pending_load"`
+	DNS                           foDNSStats        `json:"dns"`
+	DNSTTLSeconds                 float64           `json:"dns_ttl_s"`
+	DNSStaleSeconds               float64           `json:"dns_resolver_stale_s"`
+	FailedOverWithin60s           float64           `json:"failed_over_within_60s_fraction"`
+	NotFailedOver                 int               `json:"not_failed_over"`
+	RPO                           RPODist           `json:"rpo_ops"`
+	SteadyRegisterWritesPerPartHr float64           `json:"steady_register_writes_per_partition_hour"`
+	RegisterWrites                uint64            `json:"register_writes"`
+	RegisterWritesByKind          map[string]uint64 `json:"register_writes_by_kind"`
+	Failovers                     uint64            `json:"failovers"`
+	ResyncBytes                   uint64            `json:"resync_bytes"`
+	FullCopyBytes                 uint64            `json:"full_copy_bytes"`
+	ResyncSeconds                 float64           `json:"resync_s"`
+	FalseProgressOps              uint64            `json:"false_progress_ops"`
+	ActionErrors                  uint64            `json:"action_errors"`
+	FirstActionError              string            `json:"first_action_error,omitempty"`
+	Paper                         Paper             `json:"paper"`
 }
 
 // RPODist is the data loss in acknowledged operations per partition.
@@ -350,7 +362,7 @@ func secs(ds []time.Duration, affected []bool) ([]float64, int) {
 // report assembles the figures once the run is over.
 func (m *foMetrics) report(fw *foWorld, profile string, lost []int) *FailoverReport {
 	r := &FailoverReport{Partitions: len(fw.parts), FailoverProfile: profile, Paper: paperFigures(),
-		RegisterWrites: m.regWrites, Failovers: m.failovers, ResyncBytes: m.resyncBytes,
+		RegisterWrites: m.regWrites, RegisterWritesByKind: m.regByKind, Failovers: m.failovers, ResyncBytes: m.resyncBytes,
 		FalseProgressOps: m.falseProgress, ActionErrors: m.actionErrors, FirstActionError: m.firstActionErr}
 	for _, a := range m.affected {
 		if a {
@@ -432,9 +444,26 @@ func (r *FailoverReport) Table() string {
 		full = fmt.Sprintf("%.2f%%", 100*float64(r.ResyncBytes)/float64(r.FullCopyBytes))
 	}
 	fmt.Fprintf(&b, "%-34s %9d of %d full copy (%s), caught up in %.1f s\n", "re-sync bytes", r.ResyncBytes, r.FullCopyBytes, full, r.ResyncSeconds)
-	fmt.Fprintf(&b, "%-34s %9d (false progress ops set aside: %d)\n", "register writes (all)", r.RegisterWrites, r.FalseProgressOps)
+	fmt.Fprintf(&b, "%-34s %9d (false progress ops set aside: %d) %s\n", "register writes (all)", r.RegisterWrites, r.FalseProgressOps, formatKinds(r.RegisterWritesByKind))
 	fmt.Fprintf(&b, "%-34s %9d queries, TTL %.0f s, resolver serve-stale %.0f s: %d stale served, %d older answers refused\n", "dns",
 		r.DNS.Queries, r.DNSTTLSeconds, r.DNSStaleSeconds, r.DNS.StaleServed, r.DNS.RefusedOlder)
 	fmt.Fprintf(&b, "write recovery: %s\n", r.WriteRecoveryMeasures)
 	return b.String()
+}
+
+// formatKinds renders register writes by kind, sorted by kind.
+func formatKinds(by map[string]uint64) string {
+	kinds := make([]string, 0, len(by))
+	for k := range by {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	out := ""
+	for _, k := range kinds {
+		out += fmt.Sprintf(" %s=%d", k, by[k])
+	}
+	if out == "" {
+		return ""
+	}
+	return "by kind:" + out
 }

@@ -115,6 +115,45 @@ func TestFlappingBoundedByHysteresis(t *testing.T) {
 	require.GreaterOrEqual(t, d.flaps, 20, "several minutes of cuts every few seconds (2-6 s apart)")
 	require.Positive(t, total, "the flaps do cause failovers")
 	require.LessOrEqual(t, most, bound)
+	// The write quorum does not shrink and grow on every flap: after a
+	// region's n-th shrink its growth waits GrowHoldOffBase * 2^(n-1).
+	// (Before the grow hold-off: about 23 shrinks per partition in 3
+	// minutes of flapping, one per flap.)
+	byKind := res.FailoverReport.RegisterWritesByKind
+	perRegion := maxQuorumShrinks(d.profile, fw.now()-d.faultFrom)
+	t.Logf("write quorum: %d shrinks, %d grows (bound %d shrinks per partition and region)",
+		byKind["shrink-quorum"], byKind["grow-quorum"], perRegion)
+	regions := len(fw.parts[0].replicas)
+	require.Positive(t, byKind["shrink-quorum"], "the flaps do shrink write quorums")
+	require.LessOrEqual(t, byKind["shrink-quorum"], uint64(len(fw.parts)*regions*perRegion))
+	require.LessOrEqual(t, byKind["grow-quorum"], uint64(len(fw.parts)*regions*(perRegion+1)),
+		"a grow per shrink, and one per failover's dropped write region")
+}
+
+// maxQuorumShrinks is the most shrinks of one region out of one
+// partition's write quorum within span that the grow hold-off allows:
+// after the n-th, growing back waits GrowHoldOffBase * 2^(n-1) (capped).
+func maxQuorumShrinks(cfg failover.Config, span time.Duration) int {
+	n, t := 1, time.Duration(0)
+	for k := 0; ; k++ {
+		hold := cfg.GrowHoldOffBase << min(k, 30)
+		if hold > cfg.GrowHoldOffMax || hold <= 0 {
+			hold = cfg.GrowHoldOffMax
+		}
+		if t += hold; t > span {
+			return n
+		}
+		n++
+	}
+}
+
+func TestMaxQuorumShrinks(t *testing.T) {
+	cfg := failover.FastConfig() // base 15 s, max 2 min: holds 15, 30, 60, 120, 120 ...
+	require.Equal(t, 1, maxQuorumShrinks(cfg, 10*time.Second))
+	require.Equal(t, 2, maxQuorumShrinks(cfg, 15*time.Second))
+	require.Equal(t, 3, maxQuorumShrinks(cfg, 45*time.Second))
+	require.Equal(t, 5, maxQuorumShrinks(cfg, 4*time.Minute))
+	require.Equal(t, 6, maxQuorumShrinks(cfg, 345*time.Second))
 }
 
 func TestMaxFailovers(t *testing.T) {

@@ -12,9 +12,13 @@ import (
 // --outage: its partition store's disk never completes a write (every
 // Ready waits), so it replicates, commits and answers nothing, while its
 // heartbeats, lease, acceptor and failover manager run as usual. No node
-// is ever declared failed; the partitions must fail over on gray
-// evidence alone: clients report their timeouts to the next replica they
+// is ever declared failed for silence; the partitions must fail over on
+// gray evidence: clients report their timeouts to the next replica they
 // reach, whose manager sees its own commit LSN (and last LSN) stand still.
+// That verdict withholds the node's lease acks (every observer follows a
+// claim), and the takeover waits until a quorum of observers has withheld
+// them for lease + maximum drift: no failover commits while the stalled
+// node holds a lease (with which it could serve stale strong reads).
 // Its follower replicas stall too: the write regions elsewhere see their
 // match LSN stand still and shrink it out of the write quorum, so strong
 // writes continue there.
@@ -22,7 +26,7 @@ type grayScenario struct{}
 
 func (grayScenario) Name() string { return "gray-failure" }
 func (grayScenario) Description() string {
-	return "the write-heavy region's disk stalls for --outage (heartbeats and lease fine): clients' errors and the stalled commit LSN fail it over after GrayStall; never declared failed"
+	return "the write-heavy region's disk stalls for --outage (heartbeats and lease fine): clients' errors and the stalled commit LSN withhold its lease; it fails over after GrayStall + lease + drift, never while its lease holds"
 }
 func (s grayScenario) Run(cfg Config) (Result, error) {
 	res, _, err := runScripted(s, cfg)
@@ -44,12 +48,17 @@ type GrayFigures struct {
 	// from as a stalled follower (partitions written elsewhere).
 	StalledShrinks int     `json:"stalled_follower_shrinks"`
 	GrayStallS     float64 `json:"gray_stall_s"`
+	// LeaseHeldAtTakeover counts failovers committed while the stalled
+	// node still held its lease: had its reads worked, it could have
+	// served stale strong reads after the new epoch's first write
+	// (expected 0: the takeover waits for the lease to lapse).
+	LeaseHeldAtTakeover int `json:"lease_held_at_takeover"`
 }
 
 func (f *GrayFigures) table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-34s %d of %d affected failed over on gray evidence (%d on silence); GrayStall %.0f s; %d write quorums shrank a stalled follower\n",
-		"gray failure", f.ByGray, f.Affected, f.BySilence, f.GrayStallS, f.StalledShrinks)
+	fmt.Fprintf(&b, "%-34s %d of %d affected failed over on gray evidence (%d on silence); GrayStall %.0f s; %d write quorums shrank a stalled follower; %d takeovers while its lease held\n",
+		"gray failure", f.ByGray, f.Affected, f.BySilence, f.GrayStallS, f.StalledShrinks, f.LeaseHeldAtTakeover)
 	return b.String()
 }
 
@@ -69,6 +78,16 @@ func (grayScenario) inject(r *foRun) {
 			return
 		}
 		g, t := r.fig.Gray, s.History[len(s.History)-1]
+		if n := fw.nodes[r.gray.stalled]; s.WriteRegion != old.WriteRegion && old.WriteRegion == n.region && n.mgr != nil {
+			// Strong reads at the old write region are gated on its
+			// node's lease: it must have lapsed before the takeover
+			// commits, so before the new epoch acknowledges anything.
+			if end := fw.e.w.VirtualAt(n.idx, n.mgr.Liveness().LeaseUntil()); end > at {
+				g.LeaseHeldAtTakeover++
+				r.violation(ViolationInvariant, "partition %s: failover to %s committed at %v while the gray write region %s held its lease until %v: it could serve stale strong reads",
+					fw.parts[i].name, s.WriteRegion, at, n.region, end)
+			}
+		}
 		switch {
 		case t.Kind == failover.DecideFailover && strings.Contains(t.Reason, "gray failure"):
 			g.ByGray++
