@@ -59,9 +59,15 @@ func copyFile(t *testing.T, src, dst string) {
 // (no clean Close, store still open) reopens to exactly the applied state.
 // That is what a process kill at that instant leaves behind.
 func TestCrashCopyWhileOpen(t *testing.T) {
+	for _, l := range testLayouts() {
+		t.Run(l.name, func(t *testing.T) { testCrashCopyWhileOpen(t, l.opts) })
+	}
+}
+
+func testCrashCopyWhileOpen(t *testing.T, opts Options) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "acceptor.db")
-	s, err := Open(path, Options{})
+	s, err := Open(path, opts)
 	require.NoError(t, err)
 	defer s.Close()
 	rng := rand.New(rand.NewPCG(3, 5))
@@ -75,7 +81,7 @@ func TestCrashCopyWhileOpen(t *testing.T) {
 		}
 		crashed := filepath.Join(dir, fmt.Sprintf("crash-%d.db", i))
 		copyFile(t, path, crashed)
-		c, err := Open(crashed, Options{})
+		c, err := Open(crashed, opts)
 		require.NoError(t, err)
 		st, err := c.Load()
 		require.NoError(t, err)
@@ -86,10 +92,10 @@ func TestCrashCopyWhileOpen(t *testing.T) {
 
 // damagedFixture builds a store through a random history and returns the
 // file's bytes (taken while open, like a crash) and the history.
-func damagedFixture(t *testing.T) ([]byte, *storetest.History) {
+func damagedFixture(t *testing.T, opts Options) ([]byte, *storetest.History) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "acceptor.db")
-	s, err := Open(path, Options{})
+	s, err := Open(path, opts)
 	require.NoError(t, err)
 	defer s.Close()
 	rng := rand.New(rand.NewPCG(17, 19))
@@ -128,10 +134,14 @@ func openDamaged(t *testing.T, img []byte, h *storetest.History, what string) in
 // TestCrashDamagedFile damages one crashed file image in many ways; each
 // subtest states what recovery may return.
 func TestCrashDamagedFile(t *testing.T) {
-	img, h := damagedFixture(t)
-	t.Run("truncated", func(t *testing.T) { testTruncated(t, img, h) })
-	t.Run("flipped bytes", func(t *testing.T) { testFlippedBytes(t, img, h) })
-	t.Run("torn meta falls back", func(t *testing.T) { testTornMetaFallsBack(t, img, h) })
+	for _, l := range testLayouts() {
+		t.Run(l.name, func(t *testing.T) {
+			img, h := damagedFixture(t, l.opts)
+			t.Run("truncated", func(t *testing.T) { testTruncated(t, img, h) })
+			t.Run("flipped bytes", func(t *testing.T) { testFlippedBytes(t, img, h) })
+			t.Run("torn meta falls back", func(t *testing.T) { testTornMetaFallsBack(t, img, h) })
+		})
+	}
 }
 
 // testTruncated cuts the file at many lengths: Open must refuse it
