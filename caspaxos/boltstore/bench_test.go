@@ -27,6 +27,7 @@ package boltstore
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
@@ -54,46 +55,116 @@ func reportRates(b *testing.B, fsyncs uint64) {
 	}
 }
 
-// BenchmarkApplyParallel: the store's group committer under 64 writers.
-func BenchmarkApplyParallel(b *testing.B) {
-	s, err := Open(filepath.Join(b.TempDir(), "acceptor.db"), Options{})
+// benchLayouts: every store benchmark runs on both layouts, in-place
+// first (the figures above are the in-place layout's).
+func benchLayouts() []Layout { return []Layout{LayoutInPlace, LayoutLog} }
+
+func openBench(b *testing.B, l Layout) *Store {
+	b.Helper()
+	s, err := Open(filepath.Join(b.TempDir(), "acceptor.db"), Options{Layout: l})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
-	var n atomic.Uint64
-	data := make([]byte, 64)
-	b.SetParallelism(benchParallelism)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := s.Apply(caspaxos.Batch{Put: []caspaxos.Record{benchRecord(n.Add(1), data)}}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.StopTimer()
-	reportRates(b, s.Fsyncs())
+	return s
+}
+
+// reportPages reports bbolt's page writes per commit.
+func reportPages(b *testing.B, s *Store, before int64) {
+	if n := s.Fsyncs(); n > 0 {
+		b.ReportMetric(float64(pageWrites(s)-before)/float64(n), "pages/commit")
+	}
+}
+
+// BenchmarkApplyParallel: the store's group committer under 64 writers.
+func BenchmarkApplyParallel(b *testing.B) {
+	for _, l := range benchLayouts() {
+		b.Run("layout="+l.String(), func(b *testing.B) {
+			s := openBench(b, l)
+			defer s.Close()
+			var n atomic.Uint64
+			data := make([]byte, 64)
+			b.SetParallelism(benchParallelism)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := s.Apply(caspaxos.Batch{Put: []caspaxos.Record{benchRecord(n.Add(1), data)}}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			reportRates(b, s.Fsyncs())
+			reportPages(b, s, 0)
+		})
+	}
 }
 
 // BenchmarkApplySerial: one writer, so every Apply is its own commit; the
 // committer must add no delay over a plain Update.
 func BenchmarkApplySerial(b *testing.B) {
-	s, err := Open(filepath.Join(b.TempDir(), "acceptor.db"), Options{})
-	if err != nil {
-		b.Fatal(err)
+	for _, l := range benchLayouts() {
+		b.Run("layout="+l.String(), func(b *testing.B) {
+			s := openBench(b, l)
+			defer s.Close()
+			data := make([]byte, 64)
+			b.ResetTimer()
+			for i := range b.N {
+				if err := s.Apply(caspaxos.Batch{Put: []caspaxos.Record{benchRecord(uint64(i+1), data)}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			reportRates(b, s.Fsyncs())
+			reportPages(b, s, 0)
+		})
 	}
-	defer s.Close()
-	data := make([]byte, 64)
-	b.ResetTimer()
-	for i := range b.N {
-		if err := s.Apply(caspaxos.Batch{Put: []caspaxos.Record{benchRecord(uint64(i+1), data)}}); err != nil {
-			b.Fatal(err)
+}
+
+// BenchmarkApplyBatch is the acceptor driver's pattern in `fmnode bench
+// cas`: one Apply at a time, each one Ready of 32 or 64 records over 1000
+// registers (16-byte values, as the CAS bench writes). The store is filled
+// with all 1000 keys first, so the in-place layout has its full tree.
+func BenchmarkApplyBatch(b *testing.B) {
+	const keys = 1000
+	for _, perBatch := range []int{32, 64} {
+		for _, l := range benchLayouts() {
+			b.Run(fmt.Sprintf("records=%d/layout=%s", perBatch, l), func(b *testing.B) {
+				s := openBench(b, l)
+				defer s.Close()
+				data := make([]byte, 16)
+				rec := func(seq uint64, key int) caspaxos.Record {
+					bal := caspaxos.Ballot{Counter: seq, Proposer: 1}
+					return caspaxos.Record{Key: fmt.Sprintf("partition/%d", key), Promised: bal, Accepted: bal, Value: caspaxos.Value{Version: seq, Data: data}}
+				}
+				var fill caspaxos.Batch
+				for k := range keys {
+					fill.Put = append(fill.Put, rec(1, k))
+				}
+				if err := s.Apply(fill); err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(1, 2))
+				batch := caspaxos.Batch{Put: make([]caspaxos.Record, perBatch)}
+				seq := uint64(1)
+				commits0, pages0 := s.Fsyncs(), pageWrites(s)
+				b.ResetTimer()
+				for range b.N {
+					for i := range batch.Put {
+						seq++
+						batch.Put[i] = rec(seq, rng.IntN(keys))
+					}
+					if err := s.Apply(batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				secs := b.Elapsed().Seconds()
+				b.ReportMetric(float64(b.N*perBatch)/secs, "records/sec")
+				b.ReportMetric(float64(pageWrites(s)-pages0)/float64(s.Fsyncs()-commits0), "pages/commit")
+			})
 		}
 	}
-	b.StopTimer()
-	reportRates(b, s.Fsyncs())
 }
 
 // BenchmarkBoltDBBatchParallel is the alternative the committer was chosen
@@ -136,6 +207,71 @@ func BenchmarkBoltDBBatchParallel(b *testing.B) {
 			})
 			b.StopTimer()
 			reportRates(b, uint64(txid()-startTx))
+		})
+	}
+}
+
+// pageWrites returns bbolt's count of page writes so far.
+func pageWrites(s *Store) int64 {
+	st := s.db.Stats()
+	return st.TxStats.GetWrite()
+}
+
+// BenchmarkLogIndexMemory measures the heap an open log-layout store keeps
+// (the index of live keys, its key strings, bbolt's own structures) per
+// live key, for stores of 100k and 1M keys ("partition/NNNNNNN", 16-byte
+// values). b.N only repeats the reopen.
+func BenchmarkLogIndexMemory(b *testing.B) {
+	for _, keys := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "acceptor.db")
+			s, err := Open(path, Options{Layout: LayoutLog})
+			if err != nil {
+				b.Fatal(err)
+			}
+			data := make([]byte, 16)
+			var batch caspaxos.Batch
+			for k := range keys {
+				bal := caspaxos.Ballot{Counter: 1, Proposer: 1}
+				batch.Put = append(batch.Put, caspaxos.Record{Key: fmt.Sprintf("partition/%07d", k), Promised: bal, Accepted: bal, Value: caspaxos.Value{Version: 1, Data: data}})
+				if len(batch.Put) == 4096 || k == keys-1 {
+					if err := s.Apply(batch); err != nil {
+						b.Fatal(err)
+					}
+					batch.Put = batch.Put[:0]
+				}
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+			batch.Put = nil
+			heap := func() uint64 {
+				runtime.GC()
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				return m.HeapAlloc
+			}
+			var perKey float64
+			b.ResetTimer()
+			for range b.N {
+				before := heap()
+				start := time.Now()
+				s, err := Open(path, Options{Layout: LayoutLog})
+				if err != nil {
+					b.Fatal(err)
+				}
+				opened := time.Since(start)
+				after := heap()
+				if n := len(s.lg.index); n != keys {
+					b.Fatalf("index holds %d keys, want %d", n, keys)
+				}
+				perKey = float64(after-before) / float64(keys)
+				b.ReportMetric(opened.Seconds(), "open-s")
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(perKey, "heap-bytes/key")
 		})
 	}
 }
