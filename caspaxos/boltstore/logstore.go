@@ -34,8 +34,10 @@ package boltstore
 // when the log holds more than 2x the live keys plus Options.CompactSlack
 // entries, each commit also takes up to a chunk of the oldest entries (4x
 // the entries it appended, at least minCompactChunk, at most
-// Options.CompactChunk), re-appends the live ones at the tail, deletes the
-// chunk and raises lo, all in the same transaction. A delete entry is never
+// Options.CompactChunk entries and, past its first entry, at most
+// Options.MaxGroupBytes of entries, since a record may hold 1 MiB),
+// re-appends the live ones at the tail, deletes the chunk and raises lo,
+// all in the same transaction. A delete entry is never
 // live: every older entry of its key sits before it in the log and has
 // been deleted by the time compaction reaches it. The file's size so stays
 // proportional to the live keys, and no commit does more than a chunk of
@@ -337,7 +339,13 @@ func (s *Store) compact(lg *bbolt.Bucket, arena []byte, chunk int) ([]byte, erro
 	var keep []live
 	c := lg.Cursor()
 	want := ls.lo
+	scanned := 0
 	for k, v := c.First(); k != nil && want < end; k, v = c.Next() {
+		if want > ls.lo && scanned >= s.opts.MaxGroupBytes {
+			end = want // the byte bound: the rest waits for later commits
+			break
+		}
+		scanned += len(v)
 		if len(k) != seqBytes || binary.BigEndian.Uint64(k) != want {
 			return arena, fmt.Errorf("%w: boltstore: %s: compaction: log key %x where entry %d belongs", caspaxos.ErrCorrupt, s.path, k, want)
 		}

@@ -263,3 +263,38 @@ func FuzzDecodeDigest(f *testing.F) {
 		require.Equal(t, b, d.encode())
 	})
 }
+
+// TestLogCompactionByteBound: with large records, a commit compacts no
+// more than MaxGroupBytes of entries (plus the one that crosses it), and
+// compaction still keeps the log bounded.
+func TestLogCompactionByteBound(t *testing.T) {
+	const (
+		maxBytes  = 2000
+		dataBytes = 700 // an entry is ~720 bytes: 3 entries cross the bound
+		keys      = 10
+	)
+	path := filepath.Join(t.TempDir(), "acceptor.db")
+	opts := Options{Layout: LayoutLog, CompactSlack: 1, CompactChunk: minCompactChunk, MaxGroupBytes: maxBytes}
+	s, err := Open(path, opts)
+	require.NoError(t, err)
+	defer s.Close()
+	h := storetest.NewHistory()
+	maxChunk := 0
+	for n := uint64(1); n <= 400; n++ {
+		r := caspaxos.Record{Key: fmt.Sprintf("k/%d", n%keys), Value: caspaxos.Value{Version: n, Data: make([]byte, dataBytes)}}
+		b := caspaxos.Batch{Put: []caspaxos.Record{r}}
+		require.NoError(t, s.Apply(b))
+		h.Apply(b)
+		maxChunk = max(maxChunk, s.lg.lastCompacted)
+		require.LessOrEqual(t, s.lg.lastCompacted, 3, "commit %d", n)
+		require.LessOrEqual(t, s.lg.entries(), uint64(2*keys+1+4), "commit %d", n)
+	}
+	assert.Equal(t, 3, maxChunk)
+	require.NoError(t, s.Close())
+	r, err := Open(path, opts)
+	require.NoError(t, err)
+	defer r.Close()
+	st, err := r.Load()
+	require.NoError(t, err)
+	storetest.AssertState(t, h.Latest(), st)
+}
