@@ -72,11 +72,11 @@ func testCrashCopyWhileOpen(t *testing.T, opts Options) {
 	defer s.Close()
 	rng := rand.New(rand.NewPCG(3, 5))
 	h := storetest.NewHistory()
-	for i := range 60 {
+	for i := range 150 {
 		b := randomBatch(rng, uint64(i+1))
 		require.NoError(t, s.Apply(b))
 		h.Apply(b)
-		if i%10 != 9 {
+		if i%15 != 14 {
 			continue
 		}
 		crashed := filepath.Join(dir, fmt.Sprintf("crash-%d.db", i))
@@ -87,6 +87,9 @@ func testCrashCopyWhileOpen(t *testing.T, opts Options) {
 		require.NoError(t, err)
 		storetest.AssertState(t, h.Latest(), st)
 		require.NoError(t, c.Close())
+	}
+	if opts.Layout == LayoutLog && opts.CompactSlack == 1 {
+		require.Positive(t, s.lg.lo, "the crashes happened after compactions")
 	}
 }
 
@@ -104,6 +107,9 @@ func damagedFixture(t *testing.T, opts Options) ([]byte, *storetest.History) {
 		b := randomBatch(rng, uint64(i+1))
 		require.NoError(t, s.Apply(b))
 		h.Apply(b)
+	}
+	if opts.Layout == LayoutLog && opts.CompactSlack == 1 {
+		require.Positive(t, s.lg.lo, "the fixture's history includes compaction")
 	}
 	img, err := os.ReadFile(path)
 	require.NoError(t, err)
