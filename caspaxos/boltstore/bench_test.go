@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,46 +126,73 @@ func BenchmarkApplySerial(b *testing.B) {
 // cas`: one Apply at a time, each one Ready of 32 or 64 records over 1000
 // registers (16-byte values, as the CAS bench writes). The store is filled
 // with all 1000 keys first, so the in-place layout has its full tree.
+// stores=3 runs three stores side by side on one disk, each with its own
+// writer, as the bench's three acceptor processes do; ns/op is then the
+// time of one batch in one store, records/sec the sum over the stores.
 func BenchmarkApplyBatch(b *testing.B) {
-	const keys = 1000
 	for _, perBatch := range []int{32, 64} {
-		for _, l := range benchLayouts() {
-			b.Run(fmt.Sprintf("records=%d/layout=%s", perBatch, l), func(b *testing.B) {
-				s := openBench(b, l)
-				defer s.Close()
-				data := make([]byte, 16)
-				rec := func(seq uint64, key int) caspaxos.Record {
-					bal := caspaxos.Ballot{Counter: seq, Proposer: 1}
-					return caspaxos.Record{Key: fmt.Sprintf("partition/%d", key), Promised: bal, Accepted: bal, Value: caspaxos.Value{Version: seq, Data: data}}
-				}
-				var fill caspaxos.Batch
-				for k := range keys {
-					fill.Put = append(fill.Put, rec(1, k))
-				}
-				if err := s.Apply(fill); err != nil {
-					b.Fatal(err)
-				}
-				rng := rand.New(rand.NewPCG(1, 2))
-				batch := caspaxos.Batch{Put: make([]caspaxos.Record, perBatch)}
-				seq := uint64(1)
-				commits0, pages0 := s.Fsyncs(), pageWrites(s)
-				b.ResetTimer()
-				for range b.N {
-					for i := range batch.Put {
-						seq++
-						batch.Put[i] = rec(seq, rng.IntN(keys))
-					}
-					if err := s.Apply(batch); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				secs := b.Elapsed().Seconds()
-				b.ReportMetric(float64(b.N*perBatch)/secs, "records/sec")
-				b.ReportMetric(float64(pageWrites(s)-pages0)/float64(s.Fsyncs()-commits0), "pages/commit")
-			})
+		for _, stores := range []int{1, 3} {
+			for _, l := range benchLayouts() {
+				b.Run(fmt.Sprintf("records=%d/stores=%d/layout=%s", perBatch, stores, l), func(b *testing.B) {
+					benchApplyBatch(b, l, perBatch, stores)
+				})
+			}
 		}
 	}
+}
+
+func benchApplyBatch(b *testing.B, l Layout, perBatch, stores int) {
+	const keys = 1000
+	data := make([]byte, 16)
+	rec := func(seq uint64, key int) caspaxos.Record {
+		bal := caspaxos.Ballot{Counter: seq, Proposer: 1}
+		return caspaxos.Record{Key: fmt.Sprintf("partition/%d", key), Promised: bal, Accepted: bal, Value: caspaxos.Value{Version: seq, Data: data}}
+	}
+	ss := make([]*Store, stores)
+	var commits0, pages0 uint64
+	for i := range ss {
+		ss[i] = openBench(b, l)
+		defer ss[i].Close()
+		var fill caspaxos.Batch
+		for k := range keys {
+			fill.Put = append(fill.Put, rec(1, k))
+		}
+		if err := ss[i].Apply(fill); err != nil {
+			b.Fatal(err)
+		}
+		commits0 += ss[i].Fsyncs()
+		pages0 += uint64(pageWrites(ss[i]))
+	}
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for i, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(1, uint64(i)))
+			batch := caspaxos.Batch{Put: make([]caspaxos.Record, perBatch)}
+			seq := uint64(1)
+			for range b.N {
+				for j := range batch.Put {
+					seq++
+					batch.Put[j] = rec(seq, rng.IntN(keys))
+				}
+				if err := s.Apply(batch); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	var commits, pages uint64
+	for _, s := range ss {
+		commits += s.Fsyncs()
+		pages += uint64(pageWrites(s))
+	}
+	b.ReportMetric(float64(b.N*perBatch*stores)/b.Elapsed().Seconds(), "records/sec")
+	b.ReportMetric(float64(pages-pages0)/float64(commits-commits0), "pages/commit")
 }
 
 // BenchmarkBoltDBBatchParallel is the alternative the committer was chosen
@@ -217,61 +245,76 @@ func pageWrites(s *Store) int64 {
 	return st.TxStats.GetWrite()
 }
 
-// BenchmarkLogIndexMemory measures the heap an open log-layout store keeps
-// (the index of live keys, its key strings, bbolt's own structures) per
-// live key, for stores of 100k and 1M keys ("partition/NNNNNNN", 16-byte
-// values). b.N only repeats the reopen.
-func BenchmarkLogIndexMemory(b *testing.B) {
+// BenchmarkOpenLarge measures, for stores of 100k and 1M keys
+// ("partition/NNNNNNN", 16-byte values, each written once), how long Open
+// takes (it decodes and checks every record), how long the acceptor's
+// Load then takes, and the heap an open store
+// keeps per key: for the log layout that is the index of live keys with
+// its key strings; the in-place layout keeps none. b.N repeats the reopen.
+func BenchmarkOpenLarge(b *testing.B) {
 	for _, keys := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "acceptor.db")
-			s, err := Open(path, Options{Layout: LayoutLog})
-			if err != nil {
-				b.Fatal(err)
-			}
-			data := make([]byte, 16)
-			var batch caspaxos.Batch
-			for k := range keys {
-				bal := caspaxos.Ballot{Counter: 1, Proposer: 1}
-				batch.Put = append(batch.Put, caspaxos.Record{Key: fmt.Sprintf("partition/%07d", k), Promised: bal, Accepted: bal, Value: caspaxos.Value{Version: 1, Data: data}})
-				if len(batch.Put) == 4096 || k == keys-1 {
-					if err := s.Apply(batch); err != nil {
-						b.Fatal(err)
-					}
-					batch.Put = batch.Put[:0]
-				}
-			}
-			if err := s.Close(); err != nil {
-				b.Fatal(err)
-			}
-			batch.Put = nil
-			heap := func() uint64 {
-				runtime.GC()
-				var m runtime.MemStats
-				runtime.ReadMemStats(&m)
-				return m.HeapAlloc
-			}
-			var perKey float64
-			b.ResetTimer()
-			for range b.N {
-				before := heap()
-				start := time.Now()
-				s, err := Open(path, Options{Layout: LayoutLog})
-				if err != nil {
-					b.Fatal(err)
-				}
-				opened := time.Since(start)
-				after := heap()
-				if n := len(s.lg.index); n != keys {
-					b.Fatalf("index holds %d keys, want %d", n, keys)
-				}
-				perKey = float64(after-before) / float64(keys)
-				b.ReportMetric(opened.Seconds(), "open-s")
-				if err := s.Close(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(perKey, "heap-bytes/key")
-		})
+		for _, l := range benchLayouts() {
+			b.Run(fmt.Sprintf("keys=%d/layout=%s", keys, l), func(b *testing.B) { benchOpenLarge(b, l, keys) })
+		}
 	}
+}
+
+func benchOpenLarge(b *testing.B, l Layout, keys int) {
+	path := filepath.Join(b.TempDir(), "acceptor.db")
+	s, err := Open(path, Options{Layout: l})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, 16)
+	var batch caspaxos.Batch
+	for k := range keys {
+		bal := caspaxos.Ballot{Counter: 1, Proposer: 1}
+		batch.Put = append(batch.Put, caspaxos.Record{Key: fmt.Sprintf("partition/%07d", k), Promised: bal, Accepted: bal, Value: caspaxos.Value{Version: 1, Data: data}})
+		if len(batch.Put) == 4096 || k == keys-1 {
+			if err := s.Apply(batch); err != nil {
+				b.Fatal(err)
+			}
+			batch.Put = batch.Put[:0]
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	batch.Put = nil
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	var perKey float64
+	b.ResetTimer()
+	for range b.N {
+		before := heap()
+		start := time.Now()
+		s, err := Open(path, Options{Layout: l})
+		if err != nil {
+			b.Fatal(err)
+		}
+		opened := time.Since(start)
+		after := heap()
+		if s.lg != nil && len(s.lg.index) != keys {
+			b.Fatalf("index holds %d keys, want %d", len(s.lg.index), keys)
+		}
+		perKey = (float64(after) - float64(before)) / float64(keys)
+		b.ReportMetric(opened.Seconds(), "open-s")
+		start = time.Now()
+		st, err := s.Load()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(st.Records) != keys {
+			b.Fatalf("loaded %d records, want %d", len(st.Records), keys)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "load-s")
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(perKey, "heap-bytes/key")
 }

@@ -74,6 +74,7 @@ const (
 	DefaultCompactSlack = 4096
 	DefaultCompactChunk = 1024
 	minCompactChunk     = 64
+	maxIndexHint        = 1 << 22
 	maxCompactChunk     = 1 << 16
 )
 
@@ -201,14 +202,25 @@ func decodeLogRange(b []byte) (lo, hi uint64, err error) {
 	return lo, hi, nil
 }
 
-// loadLog replays the log in tx: the state, and the committer's logState.
-// It checks that exactly the sequence numbers [lo, hi) are present and
-// that every entry verifies at its own sequence number.
-func (s *Store) loadLog(tx *bbolt.Tx, m storedMeta) (caspaxos.State, *logState, error) {
+// loadLog replays the log in tx: the state (only when wantState: Open
+// needs just the index, and skipping the state halves its time), and the
+// committer's logState. It checks that exactly the sequence numbers
+// [lo, hi) are present and that every entry verifies at its own sequence
+// number.
+func (s *Store) loadLog(tx *bbolt.Tx, m storedMeta, wantState bool) (caspaxos.State, *logState, error) {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w: boltstore: %s: %s", caspaxos.ErrCorrupt, s.path, fmt.Sprintf(format, args...))
 	}
-	ls := &logState{lo: m.lo, hi: m.hi, index: make(map[string]uint64)}
+	// Size the index for the log (at most maxIndexHint: the range is
+	// checksummed, not trusted to size memory): growing a map of millions
+	// of keys step by step doubled Load's time. Open keeps its index, so
+	// it sizes for half the log, which is what the live keys are when the
+	// log sits at its compaction bound.
+	hint := min(m.hi-m.lo, maxIndexHint)
+	if !wantState {
+		hint /= 2
+	}
+	ls := &logState{lo: m.lo, hi: m.hi, index: make(map[string]uint64, hint)}
 	var puts []caspaxos.Record // by seq-lo; a zero Record for a delete entry
 	next := m.lo
 	c := tx.Bucket([]byte(bucketLog)).Cursor()
@@ -233,16 +245,20 @@ func (s *Store) loadLog(tx *bbolt.Tx, m storedMeta) (caspaxos.State, *logState, 
 		}
 		if !e.put {
 			delete(ls.index, e.key)
-			puts = append(puts, caspaxos.Record{})
-			continue
+		} else {
+			ls.index[e.key] = seq
 		}
-		ls.index[e.key] = seq
-		puts = append(puts, e.record)
+		if wantState {
+			puts = append(puts, e.record) // a zero Record for a delete
+		}
 	}
 	if next != m.hi {
 		return caspaxos.State{}, nil, corrupt("log entries [%d, %d) missing: the log ends early", next, m.hi)
 	}
 	st := caspaxos.State{AgeFloor: m.ageFloor}
+	if !wantState {
+		return st, ls, nil
+	}
 	if len(ls.index) > 0 {
 		st.Records = make([]caspaxos.Record, 0, len(ls.index))
 	}

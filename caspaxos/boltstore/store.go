@@ -394,6 +394,9 @@ func (s *Store) verify() (int, error) {
 		return 0, err
 	}
 	s.lg = ls
+	if ls != nil {
+		return len(ls.index), nil
+	}
 	return len(st.Records), nil
 }
 
@@ -430,7 +433,7 @@ func (s *Store) loadAll(first bool) (st caspaxos.State, ls *logState, err error)
 			s.layout = meta.layout
 		}
 		if meta.layout == LayoutLog {
-			st, ls, err = s.loadLog(tx, meta)
+			st, ls, err = s.loadLog(tx, meta, !first)
 			return err
 		}
 		st.AgeFloor = meta.ageFloor
