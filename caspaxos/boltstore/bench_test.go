@@ -8,7 +8,9 @@ package boltstore
 //	go test -run XXX -bench 'ApplyParallel|ApplySerial|BoltDBBatch' -benchtime 2s -count 3 ./caspaxos/boltstore/
 //
 // 1-record batches, 64-byte values over 4096 keys; "parallel" is
-// b.SetParallelism(32) = 64 writers. Medians of 3:
+// b.SetParallelism(32) = 64 writers. These are the in-place layout's
+// figures (now the layout=in-place sub-benchmarks); docs/BENCHMARKS.md
+// compares it with the log layout. Medians of 3:
 //
 //	BenchmarkApplyParallel (group committer)  53.6 us/op  18.6k applies/s  294 fsyncs/s  63.0 applies/fsync
 //	BenchmarkApplySerial   (1 writer)          3.0 ms/op   335  applies/s  335 fsyncs/s   1.0 applies/fsync
