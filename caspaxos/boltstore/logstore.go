@@ -74,7 +74,7 @@ const (
 	DefaultCompactSlack = 4096
 	DefaultCompactChunk = 1024
 	minCompactChunk     = 64
-	maxIndexHint        = 1 << 22
+	maxIndexHint        = 1 << 20
 	maxCompactChunk     = 1 << 16
 )
 
