@@ -23,7 +23,7 @@ func TestLogCompactionBounds(t *testing.T) {
 	const (
 		slack   = 32
 		chunk   = minCompactChunk
-		commits = 3000
+		commits = 1200
 	)
 	rec := func(key string, n uint64) caspaxos.Record {
 		b := caspaxos.Ballot{Counter: n, Proposer: 1}
@@ -72,6 +72,7 @@ func TestLogCompactionBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			path := filepath.Join(t.TempDir(), "acceptor.db")
 			opts := Options{Layout: LayoutLog, CompactSlack: slack, CompactChunk: chunk}
 			s, err := Open(path, opts)
