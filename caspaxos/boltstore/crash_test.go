@@ -221,3 +221,58 @@ func testTornMetaFallsBack(t *testing.T, img []byte, h *storetest.History) {
 	damaged[metaOff+pageHeaderBytes+50] ^= 0xff // inside txid: checksum fails
 	assert.Equal(t, h.Len()-2, openDamaged(t, damaged, h, "torn meta"))
 }
+
+// TestCrashStalePage: a lost write leaves one page of the file as it was
+// earlier (bbolt pages carry no checksum). Each page of a later image is
+// replaced in turn by the same page of an earlier one. Open must refuse
+// the file or recover a state the store held; with a data page stale it
+// may only recover the latest state (the page was unreachable) or refuse:
+// a stale page must not roll records back. Only a stale meta page may
+// fall back to an earlier transaction, which is bbolt's design.
+func TestCrashStalePage(t *testing.T) {
+	for _, l := range testLayouts() {
+		t.Run(l.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "acceptor.db")
+			s, err := Open(path, l.opts)
+			require.NoError(t, err)
+			defer s.Close()
+			rng := rand.New(rand.NewPCG(31, 37))
+			h := storetest.NewHistory()
+			var earlier [][]byte
+			for i := range 150 {
+				b := randomBatch(rng, uint64(i+1))
+				require.NoError(t, s.Apply(b))
+				h.Apply(b)
+				if i == 100 || i == 140 || i == 148 {
+					img, err := os.ReadFile(path)
+					require.NoError(t, err)
+					earlier = append(earlier, img)
+				}
+			}
+			img, err := os.ReadFile(path)
+			require.NoError(t, err)
+			const page = 4096
+			outcomes := map[string]int{}
+			for _, old := range earlier {
+				for p := 2; (p+1)*page <= min(len(img), len(old)); p++ {
+					if string(img[p*page:(p+1)*page]) == string(old[p*page:(p+1)*page]) {
+						continue
+					}
+					damaged := append([]byte(nil), img...)
+					copy(damaged[p*page:], old[p*page:(p+1)*page])
+					switch i := openDamaged(t, damaged, h, fmt.Sprintf("stale page %d", p)); {
+					case i < 0:
+						outcomes["refused"]++
+					case i == h.Len()-1:
+						outcomes["latest"]++
+					default:
+						outcomes["rolled back"]++
+						t.Errorf("stale page %d rolled the store back to state %d of %d", p, i, h.Len()-1)
+					}
+				}
+			}
+			t.Logf("%v", outcomes)
+			assert.Positive(t, outcomes["refused"])
+		})
+	}
+}
