@@ -32,6 +32,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,6 +167,7 @@ func benchApplyBatch(b *testing.B, l Layout, perBatch, stores int) {
 		pages0 += uint64(pageWrites(ss[i]))
 	}
 	var wg sync.WaitGroup
+	took := make([][]time.Duration, stores) // per store, per Apply
 	b.ResetTimer()
 	for i, s := range ss {
 		wg.Add(1)
@@ -174,20 +176,30 @@ func benchApplyBatch(b *testing.B, l Layout, perBatch, stores int) {
 			rng := rand.New(rand.NewPCG(1, uint64(i)))
 			batch := caspaxos.Batch{Put: make([]caspaxos.Record, perBatch)}
 			seq := uint64(1)
+			took[i] = make([]time.Duration, 0, b.N)
 			for range b.N {
 				for j := range batch.Put {
 					seq++
 					batch.Put[j] = rec(seq, rng.IntN(keys))
 				}
+				start := time.Now()
 				if err := s.Apply(batch); err != nil {
 					b.Error(err)
 					return
 				}
+				took[i] = append(took[i], time.Since(start))
 			}
 		}()
 	}
 	wg.Wait()
 	b.StopTimer()
+	all := slices.Concat(took...)
+	slices.Sort(all)
+	if n := len(all); n > 0 {
+		b.ReportMetric(float64(all[n/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(all[n*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(all[n-1].Microseconds())/1000, "max-ms")
+	}
 	var commits, pages uint64
 	for _, s := range ss {
 		commits += s.Fsyncs()
