@@ -132,6 +132,17 @@ func (s *Store) commitLoop() {
 // that later grows still point at the old, unchanged array.
 func (s *Store) commit(group []*request, arena []byte) (_ []byte, err error) {
 	defer guard(&err, s.path, "commit")
+	if s.layout == LayoutLog {
+		err = s.db.Update(func(tx *bbolt.Tx) error {
+			var err error
+			arena, err = s.commitLog(tx, group, arena)
+			return err
+		})
+		if err != nil {
+			return arena, fmt.Errorf("boltstore: %s: commit: %w", s.path, err)
+		}
+		return arena, nil
+	}
 	err = s.db.Update(func(tx *bbolt.Tx) error {
 		recs := tx.Bucket([]byte(bucketRecords))
 		meta := tx.Bucket([]byte(bucketMeta))

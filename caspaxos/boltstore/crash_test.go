@@ -59,37 +59,46 @@ func copyFile(t *testing.T, src, dst string) {
 // (no clean Close, store still open) reopens to exactly the applied state.
 // That is what a process kill at that instant leaves behind.
 func TestCrashCopyWhileOpen(t *testing.T) {
+	for _, l := range testLayouts() {
+		t.Run(l.name, func(t *testing.T) { testCrashCopyWhileOpen(t, l.opts) })
+	}
+}
+
+func testCrashCopyWhileOpen(t *testing.T, opts Options) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "acceptor.db")
-	s, err := Open(path, Options{})
+	s, err := Open(path, opts)
 	require.NoError(t, err)
 	defer s.Close()
 	rng := rand.New(rand.NewPCG(3, 5))
 	h := storetest.NewHistory()
-	for i := range 60 {
+	for i := range 150 {
 		b := randomBatch(rng, uint64(i+1))
 		require.NoError(t, s.Apply(b))
 		h.Apply(b)
-		if i%10 != 9 {
+		if i%15 != 14 {
 			continue
 		}
 		crashed := filepath.Join(dir, fmt.Sprintf("crash-%d.db", i))
 		copyFile(t, path, crashed)
-		c, err := Open(crashed, Options{})
+		c, err := Open(crashed, opts)
 		require.NoError(t, err)
 		st, err := c.Load()
 		require.NoError(t, err)
 		storetest.AssertState(t, h.Latest(), st)
 		require.NoError(t, c.Close())
 	}
+	if opts.Layout == LayoutLog && opts.CompactSlack == 1 {
+		require.Positive(t, s.lg.lo, "the crashes happened after compactions")
+	}
 }
 
 // damagedFixture builds a store through a random history and returns the
 // file's bytes (taken while open, like a crash) and the history.
-func damagedFixture(t *testing.T) ([]byte, *storetest.History) {
+func damagedFixture(t *testing.T, opts Options) ([]byte, *storetest.History) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "acceptor.db")
-	s, err := Open(path, Options{})
+	s, err := Open(path, opts)
 	require.NoError(t, err)
 	defer s.Close()
 	rng := rand.New(rand.NewPCG(17, 19))
@@ -98,6 +107,9 @@ func damagedFixture(t *testing.T) ([]byte, *storetest.History) {
 		b := randomBatch(rng, uint64(i+1))
 		require.NoError(t, s.Apply(b))
 		h.Apply(b)
+	}
+	if opts.Layout == LayoutLog && opts.CompactSlack == 1 {
+		require.Positive(t, s.lg.lo, "the fixture's history includes compaction")
 	}
 	img, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -128,10 +140,14 @@ func openDamaged(t *testing.T, img []byte, h *storetest.History, what string) in
 // TestCrashDamagedFile damages one crashed file image in many ways; each
 // subtest states what recovery may return.
 func TestCrashDamagedFile(t *testing.T) {
-	img, h := damagedFixture(t)
-	t.Run("truncated", func(t *testing.T) { testTruncated(t, img, h) })
-	t.Run("flipped bytes", func(t *testing.T) { testFlippedBytes(t, img, h) })
-	t.Run("torn meta falls back", func(t *testing.T) { testTornMetaFallsBack(t, img, h) })
+	for _, l := range testLayouts() {
+		t.Run(l.name, func(t *testing.T) {
+			img, h := damagedFixture(t, l.opts)
+			t.Run("truncated", func(t *testing.T) { testTruncated(t, img, h) })
+			t.Run("flipped bytes", func(t *testing.T) { testFlippedBytes(t, img, h) })
+			t.Run("torn meta falls back", func(t *testing.T) { testTornMetaFallsBack(t, img, h) })
+		})
+	}
 }
 
 // testTruncated cuts the file at many lengths: Open must refuse it
@@ -204,4 +220,59 @@ func testTornMetaFallsBack(t *testing.T, img []byte, h *storetest.History) {
 	damaged := append([]byte(nil), img...)
 	damaged[metaOff+pageHeaderBytes+50] ^= 0xff // inside txid: checksum fails
 	assert.Equal(t, h.Len()-2, openDamaged(t, damaged, h, "torn meta"))
+}
+
+// TestCrashStalePage: a lost write leaves one page of the file as it was
+// earlier (bbolt pages carry no checksum). Each page of a later image is
+// replaced in turn by the same page of an earlier one. Open must refuse
+// the file or recover a state the store held; with a data page stale it
+// may only recover the latest state (the page was unreachable) or refuse:
+// a stale page must not roll records back. Only a stale meta page may
+// fall back to an earlier transaction, which is bbolt's design.
+func TestCrashStalePage(t *testing.T) {
+	for _, l := range testLayouts() {
+		t.Run(l.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "acceptor.db")
+			s, err := Open(path, l.opts)
+			require.NoError(t, err)
+			defer s.Close()
+			rng := rand.New(rand.NewPCG(31, 37))
+			h := storetest.NewHistory()
+			var earlier [][]byte
+			for i := range 150 {
+				b := randomBatch(rng, uint64(i+1))
+				require.NoError(t, s.Apply(b))
+				h.Apply(b)
+				if i == 100 || i == 140 || i == 148 {
+					img, err := os.ReadFile(path)
+					require.NoError(t, err)
+					earlier = append(earlier, img)
+				}
+			}
+			img, err := os.ReadFile(path)
+			require.NoError(t, err)
+			const page = 4096
+			outcomes := map[string]int{}
+			for _, old := range earlier {
+				for p := 2; (p+1)*page <= min(len(img), len(old)); p++ {
+					if string(img[p*page:(p+1)*page]) == string(old[p*page:(p+1)*page]) {
+						continue
+					}
+					damaged := append([]byte(nil), img...)
+					copy(damaged[p*page:], old[p*page:(p+1)*page])
+					switch i := openDamaged(t, damaged, h, fmt.Sprintf("stale page %d", p)); {
+					case i < 0:
+						outcomes["refused"]++
+					case i == h.Len()-1:
+						outcomes["latest"]++
+					default:
+						outcomes["rolled back"]++
+						t.Errorf("stale page %d rolled the store back to state %d of %d", p, i, h.Len()-1)
+					}
+				}
+			}
+			t.Logf("%v", outcomes)
+			assert.Positive(t, outcomes["refused"])
+		})
+	}
 }

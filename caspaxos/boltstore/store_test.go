@@ -16,15 +16,34 @@ import (
 	"github.com/fmnode/fmnode/caspaxos/storetest"
 )
 
-func openAt(t *testing.T, dir string) caspaxos.Store {
-	t.Helper()
-	s, err := Open(filepath.Join(dir, "acceptor.db"), Options{})
-	require.NoError(t, err)
-	return s
+// testLayouts are the layouts every layout-independent test runs on. The
+// log layout compacts as soon as it can (slack 1, smallest chunk), so the
+// conformance cases run through compaction too.
+func testLayouts() []struct {
+	name string
+	opts Options
+} {
+	return []struct {
+		name string
+		opts Options
+	}{
+		{name: "log", opts: Options{Layout: LayoutLog, CompactSlack: 1, CompactChunk: minCompactChunk}},
+		{name: "log-defaults", opts: Options{}},
+		{name: "in-place", opts: Options{Layout: LayoutInPlace}},
+	}
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, openAt)
+	for _, l := range testLayouts() {
+		t.Run(l.name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T, dir string) caspaxos.Store {
+				t.Helper()
+				s, err := Open(filepath.Join(dir, "acceptor.db"), l.opts)
+				require.NoError(t, err)
+				return s
+			})
+		})
+	}
 }
 
 // TestGroupBounds: the committer's bounds cap how many Apply calls share a
@@ -94,6 +113,10 @@ func TestOpenRejectsConfig(t *testing.T) {
 		{name: "negative bytes", path: filepath.Join(dir, "x.db"), opts: Options{MaxGroupBytes: -1}},
 		{name: "negative queue", path: filepath.Join(dir, "x.db"), opts: Options{QueueLen: -1}},
 		{name: "negative timeout", path: filepath.Join(dir, "x.db"), opts: Options{LockTimeout: -time.Second}},
+		{name: "unknown layout", path: filepath.Join(dir, "x.db"), opts: Options{Layout: LayoutInPlace + 1}},
+		{name: "negative slack", path: filepath.Join(dir, "x.db"), opts: Options{CompactSlack: -1}},
+		{name: "tiny chunk", path: filepath.Join(dir, "x.db"), opts: Options{CompactChunk: minCompactChunk - 1}},
+		{name: "huge chunk", path: filepath.Join(dir, "x.db"), opts: Options{CompactChunk: maxCompactChunk + 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,14 +135,24 @@ func rawBolt(t *testing.T, path string, fn func(tx *bbolt.Tx) error) {
 	require.NoError(t, db.Close())
 }
 
-// validStore creates a store file with one record, then lets edit damage it.
-func validStore(t *testing.T, path string, edit func(tx *bbolt.Tx) error) {
+// validStore creates a store file of layout l with one record (for the
+// log layout: entries 0 put k, 1 put j, 2 delete j), then lets edit damage it.
+func validStore(t *testing.T, path string, l Layout, edit func(tx *bbolt.Tx) error) {
 	t.Helper()
-	s, err := Open(path, Options{})
+	s, err := Open(path, Options{Layout: l})
 	require.NoError(t, err)
 	require.NoError(t, s.Apply(caspaxos.Batch{Put: []caspaxos.Record{{Key: "k", Value: caspaxos.Value{Version: 1, Data: []byte("v")}}}, AgeFloor: 3}))
+	if l == LayoutLog {
+		require.NoError(t, s.Apply(caspaxos.Batch{Put: []caspaxos.Record{{Key: "j"}}}))
+		require.NoError(t, s.Apply(caspaxos.Batch{Delete: []string{"j"}}))
+	}
 	require.NoError(t, s.Close())
 	rawBolt(t, path, edit)
+}
+
+// logPut puts raw bytes under a log sequence number.
+func logPut(seq uint64, v []byte) func(tx *bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketLog)).Put(seqKey(nil, seq), v) }
 }
 
 func TestOpenRejectsDamage(t *testing.T) {
@@ -156,7 +189,7 @@ func TestOpenRejectsDamage(t *testing.T) {
 		{
 			name: "wrong magic",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error {
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error {
 					return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaFormat), []byte("fmnode/caspaxos/boltstore v9"))
 				})
 			},
@@ -165,14 +198,14 @@ func TestOpenRejectsDamage(t *testing.T) {
 		{
 			name: "records bucket missing",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte(bucketRecords)) })
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte(bucketRecords)) })
 			},
 			want: `no "records" bucket`,
 		},
 		{
 			name: "undecodable record",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error {
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error {
 					return tx.Bucket([]byte(bucketRecords)).Put([]byte("rbad"), []byte("garbage"))
 				})
 			},
@@ -181,7 +214,7 @@ func TestOpenRejectsDamage(t *testing.T) {
 		{
 			name: "misplaced record",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error {
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error {
 					enc := caspaxos.EncodeRecord(nil, caspaxos.Record{Key: "other"})
 					return tx.Bucket([]byte(bucketRecords)).Put([]byte("rk"), enc)
 				})
@@ -191,7 +224,7 @@ func TestOpenRejectsDamage(t *testing.T) {
 		{
 			name: "unprefixed key",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error {
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error {
 					return tx.Bucket([]byte(bucketRecords)).Put([]byte("xk"), caspaxos.EncodeRecord(nil, caspaxos.Record{Key: "k"}))
 				})
 			},
@@ -200,28 +233,28 @@ func TestOpenRejectsDamage(t *testing.T) {
 		{
 			name: "lost age floor",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketMeta)).Delete([]byte(metaAgeFloor)) })
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketMeta)).Delete([]byte(metaAgeFloor)) })
 			},
 			want: "meta bucket holds 2 of its 3 keys",
 		},
 		{
 			name: "unknown meta key",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketMeta)).Put([]byte("agefloot"), []byte{1}) })
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketMeta)).Put([]byte("agefloot"), []byte{1}) })
 			},
 			want: `unexpected meta key "agefloot"`,
 		},
 		{
 			name: "vanished record",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketRecords)).Delete([]byte("rk")) })
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketRecords)).Delete([]byte("rk")) })
 			},
 			want: "0 records (hash 0000000000000000), digest says 1",
 		},
 		{
 			name: "rolled-back record",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error {
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error {
 					old := caspaxos.EncodeRecord(nil, caspaxos.Record{Key: "k"})
 					return tx.Bucket([]byte(bucketRecords)).Put([]byte("rk"), old)
 				})
@@ -229,9 +262,90 @@ func TestOpenRejectsDamage(t *testing.T) {
 			want: "do not match the digest",
 		},
 		{
+			name: "log: records bucket in a log file",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, func(tx *bbolt.Tx) error { _, err := tx.CreateBucket([]byte(bucketRecords)); return err })
+			},
+			want: `a "records" bucket in a log-layout file`,
+		},
+		{
+			name: "log: log bucket missing",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte(bucketLog)) })
+			},
+			want: `no "log" bucket`,
+		},
+		{
+			name: "log: lost log range",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketMeta)).Delete([]byte(metaLogRange)) })
+			},
+			want: "meta bucket holds 2 of its 3 keys",
+		},
+		{
+			name: "log: damaged log range",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, func(tx *bbolt.Tx) error {
+					r := encodeLogRange(0, 3)
+					r[3] ^= 1
+					return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaLogRange), r)
+				})
+			},
+			want: "log range: checksum mismatch",
+		},
+		{
+			name: "log: undecodable entry",
+			make: func(t *testing.T, path string) { validStore(t, path, LayoutLog, logPut(1, []byte("garbage"))) },
+			want: "log entry 1: checksum mismatch",
+		},
+		{
+			name: "log: misplaced entry",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, logPut(1, appendPutEntry(nil, 0, caspaxos.Record{Key: "j"})))
+			},
+			want: "log entry 1: checksum mismatch (damaged, or an entry of another sequence number)",
+		},
+		{
+			name: "log: vanished entry",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketLog)).Delete(seqKey(nil, 1)) })
+			},
+			want: "log entries [1, 2) missing from the log range [0, 3)",
+		},
+		{
+			name: "log: vanished tail",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketLog)).Delete(seqKey(nil, 2)) })
+			},
+			want: "log entries [2, 3) missing: the log ends early",
+		},
+		{
+			name: "log: stray entry beyond the range",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, logPut(3, appendDeleteEntry(nil, 3, "k")))
+			},
+			want: "log entry 3 outside the log range [0, 3)",
+		},
+		{
+			name: "log: rolled-back range",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, func(tx *bbolt.Tx) error {
+					return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaLogRange), encodeLogRange(0, 2))
+				})
+			},
+			want: "log entry 2 outside the log range [0, 2)",
+		},
+		{
+			name: "log: short key",
+			make: func(t *testing.T, path string) {
+				validStore(t, path, LayoutLog, func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketLog)).Put([]byte("k"), []byte("v")) })
+			},
+			want: "log key 6b: 1 bytes, want 8",
+		},
+		{
 			name: "damaged age floor",
 			make: func(t *testing.T, path string) {
-				validStore(t, path, func(tx *bbolt.Tx) error {
+				validStore(t, path, LayoutInPlace, func(tx *bbolt.Tx) error {
 					return tx.Bucket([]byte(bucketMeta)).Put([]byte(metaAgeFloor), []byte{1, 2, 3})
 				})
 			},

@@ -110,10 +110,14 @@ func resolveBoltShards(dir string, shards int) (int, error) {
 
 // openStore opens the store kind ("bbolt", "pebble", "memory") under dir.
 // shards applies to bbolt only: 1 is the single-file store, more is the
-// sharded store, 0 picks (see resolveBoltShards).
-func openStore(kind, dir string, shards int, log *slog.Logger) (openedStore, error) {
+// sharded store, 0 picks (see resolveBoltShards). layout is the bbolt file
+// layout (boltstore.LayoutAuto: what the files hold, else the log layout).
+func openStore(kind, dir string, shards int, layout boltstore.Layout, log *slog.Logger) (openedStore, error) {
 	if shards != 0 && kind != "bbolt" && kind != "bolt" {
 		return openedStore{}, fmt.Errorf("--shards applies to --store bbolt only, not %q", kind)
+	}
+	if layout != boltstore.LayoutAuto && kind != "bbolt" && kind != "bolt" {
+		return openedStore{}, fmt.Errorf("--bolt-layout applies to --store bbolt only, not %q", kind)
 	}
 	switch kind {
 	case "bbolt", "bolt":
@@ -125,13 +129,13 @@ func openStore(kind, dir string, shards int, log *slog.Logger) (openedStore, err
 			return openedStore{}, fmt.Errorf("open bbolt store: %w", err)
 		}
 		if n == 1 {
-			st, err := boltstore.Open(filepath.Join(dir, boltFileName), boltstore.Options{Logger: log})
+			st, err := boltstore.Open(filepath.Join(dir, boltFileName), boltstore.Options{Logger: log, Layout: layout})
 			if err != nil {
 				return openedStore{}, fmt.Errorf("open bbolt store: %w", err)
 			}
 			return openedStore{Store: st, fsyncs: st.Fsyncs, shards: 1}, nil
 		}
-		st, err := boltstore.OpenSharded(filepath.Join(dir, boltShardsDir), n, boltstore.Options{Logger: log})
+		st, err := boltstore.OpenSharded(filepath.Join(dir, boltShardsDir), n, boltstore.Options{Logger: log, Layout: layout})
 		if err != nil {
 			return openedStore{}, fmt.Errorf("open sharded bbolt store: %w", err)
 		}
@@ -172,6 +176,7 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	storeKind := fs.String("store", "bbolt", "store: bbolt, pebble or memory")
 	dataDir := fs.String("data", "", "data directory (bbolt and pebble)")
 	shards := fs.Int("shards", 0, fmt.Sprintf("bbolt files to spread records over; 1 is the single-file store (0: what --data holds, else %d)", defaultBoltShards))
+	boltLayout := fs.String("bolt-layout", "auto", "bbolt file layout: log, in-place, or auto (what --data holds, else log)")
 	maxFrame := fs.Int("max-frame-bytes", transport.DefaultMaxFrameBytes, "largest frame accepted or sent")
 	idle := fs.Duration("idle-timeout", transport.DefaultIdleTimeout, "close connections idle this long")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -190,9 +195,14 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "fmnode acceptor: --id must be non-zero")
 		return 2
 	}
+	layout, err := boltstore.ParseLayout(*boltLayout)
+	if err != nil {
+		fmt.Fprintln(stderr, "fmnode acceptor: --bolt-layout:", err)
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if err := serveAcceptor(ctx, acceptorOptions{
-		id: caspaxos.NodeID(*id), listen: *listen, store: *storeKind, dir: *dataDir, shards: *shards,
+		id: caspaxos.NodeID(*id), listen: *listen, store: *storeKind, dir: *dataDir, shards: *shards, layout: layout,
 		maxFrame: *maxFrame, idle: *idle, cpuProfile: *cpuProfile, control: *control, metrics: *metricsAddr,
 	}, os.Stdin, stdout, log); err != nil {
 		log.Error("acceptor failed", "err", err)
@@ -207,6 +217,7 @@ type acceptorOptions struct {
 	store      string
 	dir        string
 	shards     int
+	layout     boltstore.Layout
 	maxFrame   int
 	idle       time.Duration
 	cpuProfile string
@@ -224,7 +235,7 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 			err = fmt.Errorf("cpuprofile: %w", perr)
 		}
 	}()
-	st, err := openStore(o.store, o.dir, o.shards, log)
+	st, err := openStore(o.store, o.dir, o.shards, o.layout, log)
 	if err != nil {
 		return err
 	}

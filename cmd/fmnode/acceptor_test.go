@@ -184,28 +184,51 @@ func TestRunAcceptorFlags(t *testing.T) {
 
 func TestOpenStore(t *testing.T) {
 	dir := t.TempDir()
-	st, err := openStore("bbolt", dir, 0, slog.New(slog.DiscardHandler))
+	st, err := openStore("bbolt", dir, 0, boltstore.LayoutAuto, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, st.Apply(caspaxos.Batch{Put: []caspaxos.Record{{Key: "k", Promised: caspaxos.Ballot{Counter: 1, Proposer: 1}}}}))
 	assert.Positive(t, st.fsyncs())
 	require.NoError(t, st.Close())
 
-	mem, err := openStore("memory", "", 0, nil)
+	mem, err := openStore("memory", "", 0, boltstore.LayoutAuto, nil)
 	require.NoError(t, err)
 	require.NoError(t, mem.Apply(caspaxos.Batch{Put: []caspaxos.Record{{Key: "k", Promised: caspaxos.Ballot{Counter: 1, Proposer: 1}}}}))
 	assert.Equal(t, uint64(1), mem.fsyncs())
 
-	_, err = openStore("floppy", dir, 0, nil)
+	_, err = openStore("floppy", dir, 0, boltstore.LayoutAuto, nil)
 	assert.Error(t, err)
-	_, err = openStore("memory", "", 4, nil)
+	_, err = openStore("memory", "", 4, boltstore.LayoutAuto, nil)
 	assert.ErrorContains(t, err, "--shards applies to --store bbolt only")
+	_, err = openStore("memory", "", 0, boltstore.LayoutLog, nil)
+	assert.ErrorContains(t, err, "--bolt-layout applies to --store bbolt only")
+}
+
+// TestOpenStoreLayout: --bolt-layout picks the layout of a new store, auto
+// reopens whatever is there, and the other layout is refused, not migrated.
+func TestOpenStoreLayout(t *testing.T) {
+	dir := t.TempDir()
+	st, err := openStore("bbolt", dir, 0, boltstore.LayoutInPlace, nil)
+	require.NoError(t, err)
+	rec := caspaxos.Record{Key: "k", Promised: caspaxos.Ballot{Counter: 1, Proposer: 1}}
+	require.NoError(t, st.Apply(caspaxos.Batch{Put: []caspaxos.Record{rec}}))
+	require.NoError(t, st.Close())
+
+	_, err = openStore("bbolt", dir, 0, boltstore.LayoutLog, nil)
+	require.ErrorIs(t, err, boltstore.ErrWrongLayout)
+
+	st, err = openStore("bbolt", dir, 0, boltstore.LayoutAuto, nil)
+	require.NoError(t, err)
+	loaded, err := st.Load()
+	require.NoError(t, err)
+	assert.Equal(t, []caspaxos.Record{rec}, loaded.Records)
+	require.NoError(t, st.Close())
 }
 
 // TestOpenStoreSharded: --shards picks the sharded store, and a later open
 // without --shards finds it again.
 func TestOpenStoreSharded(t *testing.T) {
 	dir := t.TempDir()
-	st, err := openStore("bbolt", dir, 4, nil)
+	st, err := openStore("bbolt", dir, 4, boltstore.LayoutAuto, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 4, st.shards)
 	rec := caspaxos.Record{Key: "k", Promised: caspaxos.Ballot{Counter: 1, Proposer: 1}}
@@ -214,7 +237,7 @@ func TestOpenStoreSharded(t *testing.T) {
 	require.NoError(t, st.Close())
 	assert.FileExists(t, boltstore.ManifestPath(filepath.Join(dir, boltShardsDir)))
 
-	st, err = openStore("bbolt", dir, 0, nil)
+	st, err = openStore("bbolt", dir, 0, boltstore.LayoutAuto, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 4, st.shards)
 	loaded, err := st.Load()
@@ -222,7 +245,7 @@ func TestOpenStoreSharded(t *testing.T) {
 	assert.Equal(t, []caspaxos.Record{rec}, loaded.Records)
 	require.NoError(t, st.Close())
 
-	_, err = openStore("bbolt", dir, 8, nil)
+	_, err = openStore("bbolt", dir, 8, boltstore.LayoutAuto, nil)
 	require.ErrorIs(t, err, caspaxos.ErrInvalidConfig, "the shard count is fixed at creation")
 }
 

@@ -32,6 +32,7 @@ type casOptions struct {
 	warmup       time.Duration
 	store        string
 	shards       int
+	boltLayout   string
 	json         bool
 	rate         float64
 	backoff      string
@@ -66,7 +67,9 @@ type casResult struct {
 	Store     string `json:"store"`
 	// Shards is the bbolt files per acceptor (1: the single-file store);
 	// 0 for other stores.
-	Shards     int     `json:"shards"`
+	Shards int `json:"shards"`
+	// BoltLayout is the bbolt file layout (log, in-place); empty for other stores.
+	BoltLayout string  `json:"bolt_layout,omitempty"`
 	Acceptors  int     `json:"acceptors"`
 	Keys       int     `json:"keys"`
 	Clients    int     `json:"clients"`
@@ -130,6 +133,7 @@ func runBenchCAS(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before the measured time")
 	fs.StringVar(&o.store, "store", "bbolt", "acceptor store: bbolt, pebble or memory")
 	fs.IntVar(&o.shards, "shards", 0, fmt.Sprintf("bbolt files per acceptor; 1 is the single-file store (0: %d)", defaultBoltShards))
+	fs.StringVar(&o.boltLayout, "bolt-layout", "auto", "bbolt file layout of the acceptors: log or in-place (auto: log, the default for new files)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object")
 	fs.Float64Var(&o.rate, "rate", 0, "open loop: operations per second on a fixed schedule (0: closed loop)")
 	fs.StringVar(&o.backoff, "backoff", "adaptive", "proposer backoff: adaptive, exponential or none")
@@ -197,6 +201,13 @@ func (o casOptions) validate() error {
 		return fmt.Errorf("--shards %d out of range [1, %d]", o.shards, boltstore.MaxShards)
 	case o.shards != 0 && o.store != "bbolt" && o.store != "bolt":
 		return fmt.Errorf("--shards applies to --store bbolt only")
+	case o.boltLayout != "auto" && o.boltLayout != "" && o.store != "bbolt" && o.store != "bolt":
+		return fmt.Errorf("--bolt-layout applies to --store bbolt only")
+	}
+	if o.boltLayout != "" {
+		if _, err := boltstore.ParseLayout(o.boltLayout); err != nil {
+			return fmt.Errorf("--bolt-layout: %w", err)
+		}
 	}
 	if _, err := caspaxos.ParseBackoffKind(o.backoff); err != nil {
 		return err
@@ -300,6 +311,10 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 		if res.Shards == 0 {
 			res.Shards = defaultBoltShards
 		}
+		res.BoltLayout = o.boltLayout
+		if res.BoltLayout == "" || res.BoltLayout == "auto" {
+			res.BoltLayout = boltstore.LayoutLog.String()
+		}
 	}
 	tmp, err := os.MkdirTemp(o.dataParent, "fmnode-bench-*")
 	if err != nil {
@@ -336,7 +351,7 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 		args := []string{"acceptor", "--id", strconv.Itoa(i), "--listen", "127.0.0.1:0", "--store", o.store,
 			"--data", filepath.Join(tmp, fmt.Sprintf("acceptor-%d", i)), "--control-stdin", "--log-level", o.childLog}
 		if res.Shards > 0 {
-			args = append(args, "--shards", strconv.Itoa(res.Shards))
+			args = append(args, "--shards", strconv.Itoa(res.Shards), "--bolt-layout", res.BoltLayout)
 		}
 		if o.accProfile != "" {
 			args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", o.accProfile, i))
@@ -657,7 +672,7 @@ func printCASResult(w io.Writer, r casResult) {
 	}
 	store := r.Store
 	if r.Shards > 0 {
-		store = fmt.Sprintf("%s, %d shards", r.Store, r.Shards)
+		store = fmt.Sprintf("%s, %d shards, %s layout", r.Store, r.Shards, r.BoltLayout)
 	}
 	fmt.Fprintf(w, "cas: %d acceptors (%s), %d keys, %d clients on %d proposer(s), %s, backoff %s, %.1fs measured\n",
 		r.Acceptors, store, r.Keys, r.Clients, r.Proposers, mode, r.Backoff, r.DurationS)
