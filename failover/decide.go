@@ -40,6 +40,12 @@ const (
 	// member); the register grows only once that region is in sync, so it
 	// never lists a member that may lack an acknowledged write.
 	DecidePrepareGrow
+	// DecideReassert: a node that regained its lease rewrites its
+	// partition's register value unchanged (a new version) before it
+	// serves as write region again: a takeover decided while its lease had
+	// lapsed, still in flight, then either committed first (the reassert
+	// fails and shows it) or can no longer commit.
+	DecideReassert
 )
 
 func (k DecisionKind) String() string {
@@ -68,6 +74,8 @@ func (k DecisionKind) String() string {
 		return "reopen"
 	case DecidePrepareGrow:
 		return "prepare-grow"
+	case DecideReassert:
+		return "reassert"
 	}
 	return fmt.Sprintf("DecisionKind(%d)", uint8(k))
 }

@@ -71,7 +71,8 @@ func TestGrowNeverLosesAcknowledgedWrite(t *testing.T) {
 			wq, err := s.WriteQuorum.Shrink("west")
 			require.NoError(t, err)
 			s.WriteQuorum = wq
-			h.reg[name] = regEntry{version: 2, state: s}
+			v := h.reg[name].version + 1
+			h.reg[name] = regEntry{version: v, state: s}
 			model := &growModel{last: 10, acked: 10, match: map[Region]LSN{"west": 10, "north": 10}}
 			replicas := s.WriteQuorum.Replicas
 			h.refresh = func(n NodeID, part string, st *ReplicaStatus) {
@@ -93,7 +94,7 @@ func TestGrowNeverLosesAcknowledgedWrite(t *testing.T) {
 				}
 				h.refresh(n.ID, name, st)
 				h.mgrs[n.ID].UpdateReplica(h.now, name, *st)
-				h.mgrs[n.ID].ObserveState(h.now, name, 2, s)
+				h.mgrs[n.ID].ObserveState(h.now, name, v, s)
 			}
 			// Run until east proposes the Grow.
 			var grow *Proposal
@@ -145,7 +146,8 @@ func TestManagerRecordsSuppressedGrow(t *testing.T) {
 	wq, err := s.WriteQuorum.Shrink("west")
 	require.NoError(t, err)
 	s.WriteQuorum = wq
-	h.reg[name] = regEntry{version: 2, state: s}
+	v := h.reg[name].version + 1
+	h.reg[name] = regEntry{version: v, state: s}
 	model := &growModel{last: 10, acked: 10, match: map[Region]LSN{"west": 10, "north": 10}}
 	h.refresh = func(n NodeID, part string, st *ReplicaStatus) {
 		if n == 1 {
@@ -160,7 +162,7 @@ func TestManagerRecordsSuppressedGrow(t *testing.T) {
 		}
 		h.refresh(nd.ID, name, st)
 		h.mgrs[nd.ID].UpdateReplica(h.now, name, *st)
-		h.mgrs[nd.ID].ObserveState(h.now, name, 2, s)
+		h.mgrs[nd.ID].ObserveState(h.now, name, v, s)
 	}
 	for h.now < hold-time.Second {
 		h.step(100 * time.Millisecond)
@@ -203,7 +205,8 @@ func TestGrowMembersHoldEveryAcknowledgedWrite(t *testing.T) {
 			wq, err := s.WriteQuorum.Shrink("west")
 			require.NoError(t, err)
 			s.WriteQuorum = wq
-			h.reg[name] = regEntry{version: 2, state: s}
+			v := h.reg[name].version + 1
+			h.reg[name] = regEntry{version: v, state: s}
 			model := &growModel{last: 10, acked: 10, match: map[Region]LSN{"west": 3, "north": 10}}
 			h.refresh = func(n NodeID, part string, st *ReplicaStatus) {
 				switch n {
@@ -223,7 +226,7 @@ func TestGrowMembersHoldEveryAcknowledgedWrite(t *testing.T) {
 				}
 				h.refresh(nd.ID, name, st)
 				h.mgrs[nd.ID].UpdateReplica(h.now, name, *st)
-				h.mgrs[nd.ID].ObserveState(h.now, name, 2, s)
+				h.mgrs[nd.ID].ObserveState(h.now, name, v, s)
 			}
 			stalled := map[Region]bool{}
 			for i := 0; i < 400; i++ {

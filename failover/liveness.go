@@ -83,9 +83,13 @@ type Heartbeat struct {
 // suspect since the suspicion; and any lease o granted before the
 // suspicion ended TakeoverDelay before it, that is, before the vote. A lease
 // regained after a lapse says nothing about the register: a node that
-// regains one must re-read its partitions' state before serving as write
-// region again (the register's epoch is the fence, the lease only bounds
-// how long a cut-off write region keeps serving).
+// regains one must revalidate its partitions' state before serving as
+// write region again (the register's epoch is the fence, the lease only
+// bounds how long a cut-off write region keeps serving): each new run has
+// a new LeaseGen, and the Manager lets a partition's replica count the
+// lease only once a register write it proposed within the run committed
+// (a plain read is not enough: a takeover decided before the run may
+// still be in flight and commit after the read).
 //
 // Gray failure: a node still heard from but whose data plane stalls keeps
 // its lease by heartbeating, and with it could keep serving strong reads
@@ -128,6 +132,11 @@ type Liveness struct {
 	nextBeat   time.Duration
 	rounds     []round // outstanding heartbeat rounds, bounded
 	leaseUntil time.Duration
+	// leaseGen numbers the lease's runs: it grows whenever a lease is
+	// granted while none held (at start, after every lapse). A run is one
+	// stretch during which no takeover can be decided (see Liveness).
+	leaseGen   uint64
+	leaseSince time.Duration
 	started    bool
 
 	out []Heartbeat
@@ -220,6 +229,16 @@ func (l *Liveness) LeaseUntil() time.Duration { return l.leaseUntil }
 // LeaseValid reports whether the lease holds at now.
 func (l *Liveness) LeaseValid(now time.Duration) bool { return now < l.leaseUntil }
 
+// LeaseGen numbers the current lease run (0: never leased): it grows each
+// time a lease is granted while none held, so a lapse and regain between
+// two looks at LeaseValid is never missed. A run says nothing about the
+// registers: a takeover decided while the previous run had lapsed may
+// commit during this one (see Manager's reassert).
+func (l *Liveness) LeaseGen() uint64 { return l.leaseGen }
+
+// LeaseSince is the local time the current lease run began.
+func (l *Liveness) LeaseSince() time.Duration { return l.leaseSince }
+
 // start counts nodes not yet heard from from now, not from zero, so a
 // (re)started node does not suspect everyone at once.
 func (l *Liveness) start(now time.Duration) {
@@ -245,7 +264,7 @@ func (l *Liveness) Tick(now time.Duration) {
 		if len(l.rounds) > maxRounds {
 			l.rounds = l.rounds[len(l.rounds)-maxRounds:]
 		}
-		l.checkRound(&l.rounds[len(l.rounds)-1])
+		l.checkRound(now, &l.rounds[len(l.rounds)-1])
 		l.refresh(now)
 		l.broadcast(now, KindHeartbeat)
 		return
@@ -384,7 +403,7 @@ func (l *Liveness) Step(now time.Duration, m Heartbeat) error {
 			rd := &l.rounds[k]
 			if rd.seq == m.Seq && !slices.Contains(rd.acked, m.From) && l.nodes[i].Region != l.self.Region {
 				rd.acked = append(rd.acked, m.From)
-				l.checkRound(rd)
+				l.checkRound(now, rd)
 			}
 		}
 	default:
@@ -424,13 +443,17 @@ func (l *Liveness) observers(r Region) int {
 // suffices, so the surviving region keeps a lease while the other is down.
 func leaseAcks(obs int) int { return obs - (obs/2 + 1) + 1 }
 
-func (l *Liveness) checkRound(rd *round) {
+func (l *Liveness) checkRound(now time.Duration, rd *round) {
 	obs := l.observers(l.self.Region)
 	if rd.leased || (obs > 0 && len(rd.acked) < leaseAcks(obs)) {
 		return
 	}
 	rd.leased = true
 	if until := rd.sent + l.cfg.LeaseDuration; until > l.leaseUntil {
+		if now >= l.leaseUntil && until > now {
+			l.leaseGen++ // held none until now: a new run
+			l.leaseSince = now
+		}
 		l.leaseUntil = until
 	}
 }

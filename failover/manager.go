@@ -116,7 +116,9 @@ type Manager struct {
 	// own clock alone.
 	selfLeased      bool
 	selfLeasedSince time.Duration
-	now             time.Duration
+	// leaseGen is the lease run last seen (Liveness.LeaseGen).
+	leaseGen uint64
+	now      time.Duration
 
 	timers  partTimers
 	dirty   []string
@@ -197,6 +199,17 @@ type partition struct {
 	// than it has assigned: since when its match LSN stands still.
 	lag      []followerLag
 	inflight bool
+	// inflightGen is the lease run the proposal in flight was made in
+	// (0: made without a lease); inflightMine and inflightEpoch say whether
+	// it makes this region write region, and of which epoch.
+	inflightGen   uint64
+	inflightMine  bool
+	inflightEpoch Epoch
+	// validGen and validEpoch: a register write this node proposed within
+	// lease run validGen committed with this region as write region of
+	// validEpoch (ActValidateLease was emitted for them).
+	validGen   uint64
+	validEpoch Epoch
 	// stale: a proposal lost a CAS; nothing is proposed until a newer
 	// register value is observed (the driver reads it back).
 	stale     bool
@@ -339,6 +352,12 @@ func (m *Manager) NextDeadline() time.Duration {
 // reachability changed.
 func (m *Manager) refreshLiveness(now time.Duration) {
 	changed := false
+	if g := m.live.LeaseGen(); g != m.leaseGen {
+		// A new lease run: every partition this node is write region of
+		// must be revalidated (reassert) before its replica counts it.
+		m.leaseGen = g
+		changed = true
+	}
 	if leased := m.live.LeaseValid(now); leased != m.selfLeased {
 		m.selfLeased = leased
 		if leased {
@@ -485,6 +504,13 @@ func (m *Manager) CASDone(now time.Duration, name string, ok bool, err error) {
 	}
 	switch {
 	case ok:
+		if p.inflightGen != 0 && p.inflightGen == m.live.LeaseGen() && p.inflightMine {
+			// Committed, proposed within the current lease run: no
+			// takeover decided before the run can commit any more.
+			p.validGen, p.validEpoch = p.inflightGen, p.inflightEpoch
+			m.actions = append(m.actions, PartitionActions{Partition: p.name, Version: p.version,
+				Actions: []Action{{Kind: ActValidateLease, Epoch: p.inflightEpoch, WriteRegion: p.myRegion, LeaseGen: p.inflightGen}}})
+		}
 	case err != nil:
 		m.stats.CASFailed++
 		m.event(p.name, p.inflightK, fmt.Sprintf("proposal failed: %v", err))
@@ -831,6 +857,7 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 		m.setTimer(p, d.RetryAt)
 	}
 	if d.Kind == DecideNone {
+		m.reassert(now, p)
 		return
 	}
 	key := fmt.Sprintf("%v>%s@%d", d.Kind, d.Target, p.version)
@@ -888,6 +915,26 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 	m.propose(p, d, false)
 }
 
+// reassert revalidates a partition this node is write region of in the
+// current lease run: it rewrites the register value it knows, unchanged,
+// at a new version. A takeover decided while this node's lease had lapsed
+// (it could be declared failed then) and still in flight either committed
+// first, and the reassert's conflict shows it, or fails against the new
+// version; one decided after the reassert committed needs this node
+// declared failed again, which ends the run (Liveness). Only then does the
+// replica count the lease (ActValidateLease, on the commit). This costs a
+// register write per such partition per lease run, never in steady state.
+func (m *Manager) reassert(now time.Duration, p *partition) {
+	gen := m.live.LeaseGen()
+	if !p.have || !p.hasMine || p.state.WriteRegion != p.myRegion || gen == 0 || !m.live.LeaseValid(now) ||
+		(p.validGen == gen && p.validEpoch == p.state.Epoch) {
+		return
+	}
+	next := p.state.Clone()
+	m.propose(p, Decision{Kind: DecideReassert, Target: p.myRegion, Next: &next,
+		Reasons: []string{fmt.Sprintf("lease run %d began at %v: revalidate epoch %d before serving", gen, m.live.LeaseSince(), p.state.Epoch)}}, false)
+}
+
 // decidePassingOver decides again as if the candidates ranked above this
 // region were down: they had their stagger and did not promote themselves.
 func (m *Manager) decidePassingOver(now time.Duration, p *partition, ev Evidence) Decision {
@@ -940,6 +987,12 @@ func (m *Manager) backupRank(p *partition, d Decision) int {
 
 func (m *Manager) propose(p *partition, d Decision, backup bool) {
 	p.inflight, p.inflightK, p.inflightT = true, d.Kind, d.Target
+	p.inflightGen = 0
+	if m.live.LeaseValid(m.now) {
+		p.inflightGen = m.live.LeaseGen()
+	}
+	p.inflightMine = p.hasMine && d.Next.WriteRegion == p.myRegion
+	p.inflightEpoch = d.Next.Epoch
 	if d.Kind == DecideFailover {
 		m.inflightTo[d.Target]++
 	}

@@ -24,6 +24,12 @@ const (
 	ActFollow
 	// ActSetWriteQuorum: the write region adopts a changed write quorum.
 	ActSetWriteQuorum
+	// ActValidateLease: the replica may count the node's lease run
+	// LeaseGen while it is the write region of Epoch. The Manager emits it
+	// (Reconcile never does) once a register write it proposed within
+	// that run committed with this region as write region of Epoch; until
+	// then a regained lease serves no write and no strong read.
+	ActValidateLease
 )
 
 func (k ActionKind) String() string {
@@ -36,6 +42,8 @@ func (k ActionKind) String() string {
 		return "follow"
 	case ActSetWriteQuorum:
 		return "set-write-quorum"
+	case ActValidateLease:
+		return "validate-lease"
 	}
 	return fmt.Sprintf("ActionKind(%d)", uint8(k))
 }
@@ -52,6 +60,8 @@ type Action struct {
 	TruncateSet   bool
 	TruncateAfter LSN
 	Divergence    progress.Divergence
+	// LeaseGen is the lease run ActValidateLease validates.
+	LeaseGen uint64
 }
 
 // LocalReplica is what a replica reports about itself.

@@ -153,3 +153,42 @@ func (r *Replica) catchUp(now time.Duration, reg Region, from LSN) error {
 	r.markDirty()
 	return nil
 }
+
+// SetLeaseGen tells the host the node's lease run (the failover Liveness's
+// LeaseGen) and from then on gates every replica's lease on it: a replica
+// counts its lease (SetLease) only once ValidateLease validated it for
+// this run and its current epoch. A lease regained after a lapse says
+// nothing about the register: a takeover decided during the lapse may
+// commit after the regain, and a write region cut from the new one would
+// otherwise serve strong reads and writes of its old epoch on the new
+// lease. Drivers without a failover manager never call it.
+func (h *Host) SetLeaseGen(gen uint64) {
+	h.leaseGen, h.leaseGated = gen, true
+}
+
+// ValidateLease lets p's replica count lease run gen while it is at epoch
+// e: the failover manager saw a register write it proposed within the run
+// commit with this region as write region of e.
+func (h *Host) ValidateLease(p ID, gen uint64, e Epoch) error {
+	r, err := h.replica(p)
+	if err != nil {
+		return err
+	}
+	r.leaseGen, r.leaseEpoch = gen, e
+	return nil
+}
+
+// leased reports whether the replica may act on its lease at now.
+func (r *Replica) leased(now time.Duration) bool { return r.leaseErr(now) == nil }
+
+// leaseErr explains why the replica may not act on its lease at now.
+func (r *Replica) leaseErr(now time.Duration) error {
+	if now >= r.leaseUntil {
+		return fmt.Errorf("partition %d region %s: lease ended at %v, now %v: %w", r.id, r.region(), r.leaseUntil, now, ErrLeaseExpired)
+	}
+	if h := r.h; h.leaseGated && (r.leaseGen != h.leaseGen || r.leaseEpoch != r.epoch) {
+		return fmt.Errorf("partition %d region %s: lease run %d not validated at epoch %d (validated run %d at epoch %d): %w",
+			r.id, r.region(), h.leaseGen, r.epoch, r.leaseGen, r.leaseEpoch, ErrLeaseExpired)
+	}
+	return nil
+}

@@ -42,6 +42,12 @@ type Host struct {
 	quorums   map[string]quorum.WriteQuorum // interned, shared read-only
 	violation error
 	stats     HostStats
+
+	// leaseGen is the node's current lease run; with leaseGated set a
+	// replica counts its lease only when validated for that run (see
+	// SetLeaseGen).
+	leaseGen   uint64
+	leaseGated bool
 }
 
 // HostStats counts what a host did; counters only grow.
@@ -471,7 +477,7 @@ func (h *Host) withholdAcksWithoutLease(now time.Duration) {
 			continue
 		}
 		r, ok := h.reps[rp.Partition]
-		if !ok || now < r.leaseUntil {
+		if !ok || r.leased(now) {
 			continue
 		}
 		rp.Err = fmt.Errorf("%w: %w", ErrLeaseExpired, r.unknownOutcome(rp.Token.LSN))

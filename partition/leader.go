@@ -158,9 +158,8 @@ func (r *Replica) clientWrite(now time.Duration, req *WriteRequest) {
 		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref, Err: err})
 		return
 	}
-	if r.h.cfg.LeaseGatesWrites && now >= r.leaseUntil {
-		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref,
-			Err: fmt.Errorf("partition %d region %s: lease ended at %v, now %v: %w", r.id, r.region(), r.leaseUntil, now, ErrLeaseExpired)})
+	if r.h.cfg.LeaseGatesWrites && !r.leased(now) {
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref, Err: fmt.Errorf("write refused: %w", r.leaseErr(now))})
 		return
 	}
 	l := r.leader

@@ -46,3 +46,65 @@ func TestLeaseGatesWrites(t *testing.T) {
 	mustWrite(t, c, "a", 7, 1, 4, "k", "v4")
 	require.NoError(t, c.Violation())
 }
+
+// With the lease gated on validation (SetLeaseGen), a lease regained after
+// a lapse serves no write and no strong or bounded read until the
+// failover manager validated it for the new run and the replica's epoch
+// (ValidateLease): a takeover decided during the lapse may commit after
+// the regain, and a write region cut from the new one must not serve its
+// old epoch on the new lease.
+func TestLeaseGatedOnValidation(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
+	require.NoError(t, c.Create(7, Spec{Level: levelOf(Strong), Quorum: testQuorum("a"), Epoch: 1}))
+	c.RunFor(10 * time.Millisecond)
+	h := c.Host("a")
+	require.NoError(t, h.SetLease(7, c.Now()+time.Hour))
+	h.SetLeaseGen(1)
+	require.NoError(t, h.ValidateLease(7, 1, 1))
+	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+	mustRead(t, c, "a", ReadRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Consistency: Strong})
+
+	tests := []struct {
+		name     string
+		gen      uint64 // the host's lease run
+		validGen uint64 // the run and epoch validated (0: none since)
+		validE   Epoch
+		serves   bool
+	}{
+		{"validated run and epoch", 1, 1, 1, true},
+		{"a new run, not validated", 2, 0, 0, false},
+		{"a new run validated at another epoch", 2, 2, 2, false},
+		{"an old run validated", 3, 2, 1, false},
+		{"the new run validated", 3, 3, 1, true},
+	}
+	ref := ClientRef(10)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h.SetLeaseGen(tt.gen)
+			if tt.validGen != 0 {
+				require.NoError(t, h.ValidateLease(7, tt.validGen, tt.validE))
+			}
+			ref++
+			c.Write("a", WriteRequest{Partition: 7, Epoch: 1, Ref: ref, Key: []byte("k"), Value: []byte(tt.name)})
+			rep, ok := waitReply(t, c, ref, 5*time.Second)
+			require.True(t, ok)
+			for _, lvl := range []Consistency{Strong, BoundedStaleness} {
+				ref++
+				c.Read("a", ReadRequest{Partition: 7, Epoch: 1, Ref: ref, Key: []byte("k"), Consistency: lvl})
+				rd, ok := waitReply(t, c, ref, 5*time.Second)
+				require.True(t, ok)
+				if tt.serves {
+					require.NoError(t, rd.Reply.Err, "%v read", lvl)
+				} else {
+					require.ErrorIs(t, rd.Reply.Err, ErrLeaseExpired, "%v read", lvl)
+				}
+			}
+			if tt.serves {
+				require.NoError(t, rep.Reply.Err)
+				return
+			}
+			require.ErrorIs(t, rep.Reply.Err, ErrLeaseExpired)
+		})
+	}
+	require.NoError(t, c.Violation())
+}

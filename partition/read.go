@@ -44,8 +44,8 @@ func (r *Replica) admitRead(now time.Duration, req *ReadRequest) error {
 				return err
 			}
 		}
-		if now >= r.leaseUntil {
-			return fmt.Errorf("partition %d region %s: lease ended at %v, now %v: %w", r.id, r.region(), r.leaseUntil, now, ErrLeaseExpired)
+		if err := r.leaseErr(now); err != nil {
+			return err
 		}
 		if r.commit < r.readBarrier {
 			return fmt.Errorf("partition %d region %s: recovered ops up to %d not committed yet (commit %d): %w",
@@ -55,10 +55,7 @@ func (r *Replica) admitRead(now time.Duration, req *ReadRequest) error {
 		if r.role.writeRegion() {
 			// The write region is within any bound of itself, as long as
 			// it still is the write region: its lease says so.
-			if now >= r.leaseUntil {
-				return fmt.Errorf("partition %d region %s: lease ended at %v, now %v: %w", r.id, r.region(), r.leaseUntil, now, ErrLeaseExpired)
-			}
-			return nil
+			return r.leaseErr(now)
 		}
 		if r.level.StalenessTime == 0 {
 			return fmt.Errorf("partition %d: bounded-staleness read of a %v partition (no bounds configured) at a follower: %w",

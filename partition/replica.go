@@ -49,6 +49,11 @@ type Replica struct {
 	fol         followerState
 
 	leaseUntil time.Duration
+	// leaseGen and leaseEpoch: the node lease run and the epoch the
+	// failover manager validated this replica's lease for (see
+	// Host.ValidateLease); they count only while the host gates leases.
+	leaseGen   uint64
+	leaseEpoch Epoch
 
 	cur        *Write
 	sealed     []Write

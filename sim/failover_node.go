@@ -307,6 +307,9 @@ func (n *foNode) pump() {
 		n.lease = l
 		n.host.SetLeaseAll(l)
 	}
+	// A replica counts the lease only in the run its manager validated
+	// it for (a regained lease first reasserts the register).
+	n.host.SetLeaseGen(n.mgr.Liveness().LeaseGen())
 	w := fw.e.w
 	if d, ok := n.host.NextDeadline(); ok {
 		n.hostEv = w.Sched.Reschedule(n.hostEv, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvHostTick)
@@ -388,6 +391,8 @@ func (n *foNode) act(pa failover.PartitionActions) {
 			}
 		case failover.ActSetWriteQuorum:
 			err = n.host.SetWriteQuorum(now, id, a.WriteQuorum, 0)
+		case failover.ActValidateLease:
+			err = n.host.ValidateLease(id, a.LeaseGen, e)
 		}
 		if err != nil {
 			fw.m.actionErrors++

@@ -418,6 +418,13 @@ func (fw *foWorld) checkHosts() {
 // back in the write quorum at a stable epoch and every replica follows it
 // with nothing left to replicate.
 func (fw *foWorld) converged() bool {
+	// The convergence check reads the stores: no Ready may still wait for
+	// its fsync (a replica's progress runs ahead of its store until then).
+	for _, n := range fw.nodes {
+		if len(n.inflight) > 0 {
+			return false
+		}
+	}
 	for i := range fw.parts {
 		if !fw.partConverged(i) {
 			return false
