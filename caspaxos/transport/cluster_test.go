@@ -238,6 +238,10 @@ func TestConfigValidation(t *testing.T) {
 		"negative idle":  {AcceptorConfig: AcceptorConfig{ID: 1, Store: st}, IdleTimeout: -1},
 		"negative conns": {AcceptorConfig: AcceptorConfig{ID: 1, Store: st}, MaxConns: -1},
 		"negative steps": {AcceptorConfig: AcceptorConfig{ID: 1, Store: st, MaxStepMessages: -1}},
+		"negative wait":  {AcceptorConfig: AcceptorConfig{ID: 1, Store: st, GroupWait: -1}},
+		"huge wait":      {AcceptorConfig: AcceptorConfig{ID: 1, Store: st, GroupWait: MaxGroupWait + 1}},
+		"neg fraction":   {AcceptorConfig: AcceptorConfig{ID: 1, Store: st, GroupWait: time.Millisecond, GroupWaitFraction: -0.5}},
+		"fraction > 1":   {AcceptorConfig: AcceptorConfig{ID: 1, Store: st, GroupWait: time.Millisecond, GroupWaitFraction: 1.5}},
 	}
 	for name, cfg := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -20,6 +20,7 @@ type acceptorMetrics struct {
 	fsync       prometheus.Histogram
 	batchMsgs   prometheus.Histogram
 	batchPuts   prometheus.Histogram
+	groupWait   prometheus.Histogram
 	conns       prometheus.Gauge
 	connErrors  *prometheus.CounterVec
 }
@@ -47,6 +48,9 @@ func newAcceptorMetrics(reg prometheus.Registerer, id caspaxos.NodeID) *acceptor
 		batchPuts: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fmnode_acceptor_batch_records", Help: "Records written per group.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14)})),
+		groupWait: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fmnode_acceptor_group_wait_seconds", Help: "Time a group was held back for more requests to join it.", ConstLabels: labels,
+			Buckets: prometheus.ExponentialBuckets(10e-6, 2, 14)})),
 		conns: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fmnode_acceptor_connections", Help: "Open proposer connections.", ConstLabels: labels})),
 		connErrors: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{

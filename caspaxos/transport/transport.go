@@ -82,6 +82,10 @@ const (
 	DefaultWriteTimeout    = 10 * time.Second
 	DefaultMaxConns        = 1024
 	DefaultConnQueue       = 4096
+	// DefaultGroupWaitFraction bounds the acceptor's group wait (off by
+	// default, AcceptorConfig.GroupWait); MaxGroupWait bounds GroupWait.
+	DefaultGroupWaitFraction = 0.5
+	MaxGroupWait             = 100 * time.Millisecond
 	// MinFrameBytes is the smallest frame bound allowed: one item of the
 	// largest key and value must fit in a frame.
 	MinFrameBytes = caspaxos.MaxKeyBytes + caspaxos.MaxValueBytes + 4096

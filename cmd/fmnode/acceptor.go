@@ -42,6 +42,10 @@ type acceptorStats struct {
 	Replies  uint64  `json:"replies"`
 	Dropped  uint64  `json:"dropped"`
 	ApplyS   float64 `json:"apply_s"`
+	// Group waits (transport.AcceptorConfig.GroupWait).
+	GroupWaits     uint64  `json:"group_waits"`
+	GroupWaitsPaid uint64  `json:"group_waits_paid"`
+	GroupWaitS     float64 `json:"group_wait_s"`
 }
 
 const statsPrefix = "stats "
@@ -183,6 +187,8 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	control := fs.Bool("control-stdin", false, "read commands from stdin (\"stats\" prints a stats line); exit when stdin closes")
 	metricsAddr := fs.String("metrics-listen", "", "serve Prometheus metrics on this address at /metrics (empty: off)")
+	groupWait := fs.Duration("group-wait", 0, fmt.Sprintf("longest a group is held back for requests to join it after the previous one is durable; 0: never (at most %v)", transport.MaxGroupWait))
+	groupWaitFraction := fs.Float64("group-wait-fraction", transport.DefaultGroupWaitFraction, "the group wait's bound as a fraction of the last store apply, in (0, 1]")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -204,6 +210,7 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err := serveAcceptor(ctx, acceptorOptions{
 		id: caspaxos.NodeID(*id), listen: *listen, store: *storeKind, dir: *dataDir, shards: *shards, layout: layout,
 		maxFrame: *maxFrame, idle: *idle, cpuProfile: *cpuProfile, control: *control, metrics: *metricsAddr,
+		groupWait: *groupWait, groupWaitFraction: *groupWaitFraction,
 	}, os.Stdin, stdout, log); err != nil {
 		log.Error("acceptor failed", "err", err)
 		return 1
@@ -223,6 +230,9 @@ type acceptorOptions struct {
 	cpuProfile string
 	control    bool
 	metrics    string
+	// groupWait 0 disables the group wait.
+	groupWait         time.Duration
+	groupWaitFraction float64
 }
 
 func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdout io.Writer, log *slog.Logger) (err error) {
@@ -247,10 +257,13 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := transport.ListenAcceptor(transport.ServerConfig{
-		AcceptorConfig: transport.AcceptorConfig{ID: o.id, Store: st, Logger: log, Registerer: reg},
-		Addr:           o.listen,
-		MaxFrameBytes:  o.maxFrame,
-		IdleTimeout:    o.idle,
+		AcceptorConfig: transport.AcceptorConfig{
+			ID: o.id, Store: st, Logger: log, Registerer: reg,
+			GroupWait: o.groupWait, GroupWaitFraction: o.groupWaitFraction,
+		},
+		Addr:          o.listen,
+		MaxFrameBytes: o.maxFrame,
+		IdleTimeout:   o.idle,
 	})
 	if err != nil {
 		return err
@@ -271,6 +284,7 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 		b, _ := json.Marshal(acceptorStats{
 			ID: uint64(o.id), Store: o.store, Shards: st.shards, Fsyncs: st.fsyncs(), Batches: s.Batches, Messages: s.Messages,
 			Items: s.Items, Records: s.Records, Replies: s.Replies, Dropped: s.Dropped, ApplyS: s.ApplyTime.Seconds(),
+			GroupWaits: s.GroupWaits, GroupWaitsPaid: s.GroupWaitsPaid, GroupWaitS: s.GroupWaitTime.Seconds(),
 		})
 		out.printf("%s%s\n", statsPrefix, b)
 	}

@@ -47,6 +47,8 @@ type casOptions struct {
 	noFastPath   bool
 	childTimeout time.Duration
 	childProcs   int
+	groupWait    time.Duration
+	groupWaitFr  float64
 	proposers    int
 	// command builds the command that runs `fmnode <args>` (tests swap
 	// in a helper process); nil re-executes this binary.
@@ -116,7 +118,17 @@ type casResult struct {
 	RecordsPerBatch     float64 `json:"records_per_batch"`
 	ItemsPerMessage     float64 `json:"items_per_message"`
 	ApplyMsMean         float64 `json:"apply_ms_mean"`
-	Late                uint64  `json:"late_starts,omitempty"`
+	// FsyncsPerRecord is store commits (fsyncs_per_sec's unit; a bbolt
+	// commit is two fdatasyncs) per record written, over all acceptors.
+	FsyncsPerRecord float64 `json:"fsyncs_per_record"`
+	// GroupWaitMs is the acceptors' group wait setting; GroupWaits the
+	// groups they held back, GroupWaitsPaid those judged worth it, and
+	// GroupWaitMsMean the mean time held.
+	GroupWaitMs     float64 `json:"group_wait_ms"`
+	GroupWaits      uint64  `json:"group_waits"`
+	GroupWaitsPaid  uint64  `json:"group_waits_paid"`
+	GroupWaitMsMean float64 `json:"group_wait_ms_mean"`
+	Late            uint64  `json:"late_starts,omitempty"`
 
 	NumCPU             int `json:"num_cpu"`
 	GoMaxProcs         int `json:"gomaxprocs"`
@@ -148,6 +160,8 @@ func runBenchCAS(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.BoolVar(&o.noFastPath, "no-fast-path", false, "disable the proposer's one-round-trip path")
 	fs.DurationVar(&o.childTimeout, "acceptor-timeout", 15*time.Second, "how long to wait for an acceptor process to start or stop")
 	fs.IntVar(&o.proposers, "proposers", 1, "proposer nodes (each with its own connections); clients are spread over them, so with more than one they compete for keys")
+	fs.DurationVar(&o.groupWait, "acceptor-group-wait", 0, "the acceptors' --group-wait (0: never hold a group back)")
+	fs.Float64Var(&o.groupWaitFr, "acceptor-group-wait-fraction", transport.DefaultGroupWaitFraction, "the acceptors' --group-wait-fraction, in (0, 1]")
 	fs.IntVar(&o.childProcs, "acceptor-gomaxprocs", 1, "GOMAXPROCS of each acceptor process (0: Go's default); the acceptors and the client share the machine")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -197,6 +211,10 @@ func (o casOptions) validate() error {
 		return fmt.Errorf("--proposers %d out of range [1, 64]", o.proposers)
 	case o.childProcs < 0:
 		return fmt.Errorf("--acceptor-gomaxprocs must not be negative")
+	case o.groupWait < 0 || o.groupWait > transport.MaxGroupWait:
+		return fmt.Errorf("--acceptor-group-wait %v out of range [0, %v]", o.groupWait, transport.MaxGroupWait)
+	case o.groupWaitFr < 0 || o.groupWaitFr > 1:
+		return fmt.Errorf("--acceptor-group-wait-fraction %v out of range (0, 1]", o.groupWaitFr)
 	case o.shards < 0 || o.shards > boltstore.MaxShards:
 		return fmt.Errorf("--shards %d out of range [1, %d]", o.shards, boltstore.MaxShards)
 	case o.shards != 0 && o.store != "bbolt" && o.store != "bolt":
@@ -356,6 +374,10 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 		if o.accProfile != "" {
 			args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", o.accProfile, i))
 		}
+		args = append(args, "--group-wait", o.groupWait.String())
+		if o.groupWaitFr != 0 {
+			args = append(args, "--group-wait-fraction", strconv.FormatFloat(o.groupWaitFr, 'g', -1, 64))
+		}
 		cmd, err := command(args)
 		if err != nil {
 			return res, err
@@ -495,6 +517,14 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 	if d.acc.Batches > 0 {
 		res.RecordsPerBatch = float64(d.acc.Records) / float64(d.acc.Batches)
 		res.ApplyMsMean = d.acc.ApplyS * 1e3 / float64(d.acc.Batches)
+	}
+	if d.acc.Records > 0 {
+		res.FsyncsPerRecord = float64(d.acc.Fsyncs) / float64(d.acc.Records)
+	}
+	res.GroupWaitMs = float64(o.groupWait) / 1e6
+	res.GroupWaits, res.GroupWaitsPaid = d.acc.GroupWaits, d.acc.GroupWaitsPaid
+	if d.acc.GroupWaits > 0 {
+		res.GroupWaitMsMean = d.acc.GroupWaitS * 1e3 / float64(d.acc.GroupWaits)
 	}
 	if d.acc.Messages > 0 {
 		res.ItemsPerMessage = float64(d.acc.Items) / float64(d.acc.Messages)
@@ -636,6 +666,9 @@ func snapshotCAS(children []*childProcess, nodes []*transport.ProposerNode) (cas
 		s.acc.Items += st.Items
 		s.acc.Records += st.Records
 		s.acc.ApplyS += st.ApplyS
+		s.acc.GroupWaits += st.GroupWaits
+		s.acc.GroupWaitsPaid += st.GroupWaitsPaid
+		s.acc.GroupWaitS += st.GroupWaitS
 	}
 	return s, nil
 }
@@ -661,6 +694,10 @@ func (s casSnapshot) sub(o casSnapshot) casSnapshot {
 			Items:    s.acc.Items - o.acc.Items,
 			Records:  s.acc.Records - o.acc.Records,
 			ApplyS:   s.acc.ApplyS - o.acc.ApplyS,
+
+			GroupWaits:     s.acc.GroupWaits - o.acc.GroupWaits,
+			GroupWaitsPaid: s.acc.GroupWaitsPaid - o.acc.GroupWaitsPaid,
+			GroupWaitS:     s.acc.GroupWaitS - o.acc.GroupWaitS,
 		},
 	}
 }
@@ -684,6 +721,8 @@ func printCASResult(w io.Writer, r casResult) {
 		r.Rounds, 100*r.ConflictRate, r.Timeouts, r.FastPathRounds, r.ItemsPerMessage)
 	fmt.Fprintf(w, "  acceptors    %.0f fsyncs/s in total (baseline %.0f/s for one writer), %.1f commits/fsync, %.1f records/batch, apply %.2f ms\n",
 		r.FsyncsPerSec, r.FsyncBaselinePerSec, r.CommitsPerFsync, r.RecordsPerBatch, r.ApplyMsMean)
+	fmt.Fprintf(w, "  group wait   %d waits (%d paid), %.3f ms mean, bound %.3f ms\n",
+		r.GroupWaits, r.GroupWaitsPaid, r.GroupWaitMsMean, r.GroupWaitMs)
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "  first error  %s\n", r.FirstError)
 	}
