@@ -185,7 +185,7 @@ func (h *Host) Open(now time.Duration, rec Recovered) error {
 		return err
 	}
 	h.reps[rec.Partition] = r
-	if r.leader != nil {
+	if r.leader != nil || r.fol.announce {
 		r.markDirty()
 	}
 	h.schedule(now, r)

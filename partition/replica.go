@@ -72,6 +72,12 @@ type followerState struct {
 	wantGrant  bool
 	lastProbe  time.Duration
 	snapIn     *snapIn
+	// announce: tell the write region this replica is here (an answer it
+	// did not ask for). Set when the replica learns its write region other
+	// than from that region's own message (a restart, a fence, a stale
+	// reply), so that a write region that backed off from it while it was
+	// gone resumes replication now rather than at its next probe.
+	announce bool
 }
 
 type snapIn struct {
@@ -158,6 +164,9 @@ func (r *Replica) recover(now time.Duration, rec *Recovered) error {
 		r.tail = rec.Tail
 	} else if !r.needSnapshot && r.last != r.applied {
 		return fmt.Errorf("partition %d: %w", r.id, corruptf("recovered no tail for (%d, %d]", r.applied, r.last))
+	}
+	if !r.role.writeRegion() {
+		r.fol.announce = true
 	}
 	if r.role.writeRegion() {
 		r.tailAt = make([]time.Duration, len(r.tail))
