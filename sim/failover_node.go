@@ -404,8 +404,11 @@ func (n *foNode) completeDisk() {
 	}
 	fw := n.fw
 	rd := n.inflight[0]
-	n.inflight[0] = partition.Ready{}
-	n.inflight = n.inflight[1:]
+	// Shift rather than reslice from the front: the queue holds a few
+	// Readys, and a reslice made every append reallocate it.
+	k := copy(n.inflight, n.inflight[1:])
+	n.inflight[k] = partition.Ready{}
+	n.inflight = n.inflight[:k]
 	if len(rd.Writes) > 0 {
 		if err := n.store.Commit(rd.Writes); err != nil {
 			fw.e.viol.add(fw.now(), ViolationInvariant, "node %d commit: %v", n.idx, err)
@@ -429,6 +432,9 @@ func (n *foNode) completeDisk() {
 		fw.m.dataSent(fw, to, &m)
 		fw.data.Send(n.idx, to, m)
 	}
+	// The network copied the messages and the store the writes: the
+	// host may reuse the Ready's slices.
+	n.host.Recycle(&rd)
 }
 
 // partIndex maps a register key back to the partition's index.
