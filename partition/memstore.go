@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -154,11 +155,8 @@ func (s *MemStore) Reopen() *MemStore {
 	defer s.mu.Unlock()
 	n := NewMemStore()
 	for p, b := range s.kv.buckets {
-		nb := &memBucket{keys: append([]string(nil), b.keys...), vals: make(map[string][]byte, len(b.vals))}
-		for k, v := range b.vals {
-			nb.vals[k] = v // values are never mutated in place
-		}
-		n.kv.buckets[p] = nb
+		// Values are never mutated in place: the copy may share them.
+		n.kv.buckets[p] = &memBucket{ents: slices.Clone(b.ents)}
 	}
 	n.kv.prefixes = append([]string(nil), s.kv.prefixes...)
 	return n
@@ -193,16 +191,22 @@ func (s *MemStore) RawKeys(prefix []byte) [][]byte {
 }
 
 // memKV is an ordered map bucketed by the 6-byte partition-section prefix:
-// each bucket is a sorted key slice plus a map, so log appends (at a
-// bucket's end) are cheap and ranges never cross many buckets.
+// each bucket is one slice of entries sorted by key, so log appends (at a
+// bucket's end) are cheap, ranges never cross many buckets, and an idle
+// partition's few records cost a few words each (a map per bucket cost
+// several hundred bytes even for one record).
 type memKV struct {
 	buckets  map[string]*memBucket
 	prefixes []string // sorted bucket prefixes
 }
 
 type memBucket struct {
-	keys []string // sorted
-	vals map[string][]byte
+	ents []memEnt // sorted by key
+}
+
+type memEnt struct {
+	k string
+	v []byte // never mutated in place: Set stores a copy
 }
 
 func bucketOf(k []byte) string {
@@ -212,39 +216,53 @@ func bucketOf(k []byte) string {
 	return string(k)
 }
 
+// search returns the index of the first entry with key >= k.
+func (b *memBucket) search(k string) int {
+	n := len(b.ents)
+	if n > 0 && b.ents[n-1].k < k {
+		return n // appends land here without a search
+	}
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if b.ents[m].k < k {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
 func (m *memKV) Get(k []byte) ([]byte, bool, error) {
 	b := m.buckets[bucketOf(k)]
 	if b == nil {
 		return nil, false, nil
 	}
-	v, ok := b.vals[string(k)]
-	return v, ok, nil
+	i := b.search(string(k))
+	if i < len(b.ents) && b.ents[i].k == string(k) {
+		return b.ents[i].v, true, nil
+	}
+	return nil, false, nil
 }
 
 func (m *memKV) Set(k, v []byte) error {
 	bp := bucketOf(k)
 	b := m.buckets[bp]
 	if b == nil {
-		b = &memBucket{vals: map[string][]byte{}}
+		b = &memBucket{}
 		m.buckets[bp] = b
 		i := sort.SearchStrings(m.prefixes, bp)
 		m.prefixes = append(m.prefixes, "")
 		copy(m.prefixes[i+1:], m.prefixes[i:])
 		m.prefixes[i] = bp
 	}
-	ks := string(k)
-	if _, ok := b.vals[ks]; !ok {
-		n := len(b.keys)
-		if n == 0 || b.keys[n-1] < ks {
-			b.keys = append(b.keys, ks)
-		} else {
-			i := sort.SearchStrings(b.keys, ks)
-			b.keys = append(b.keys, "")
-			copy(b.keys[i+1:], b.keys[i:])
-			b.keys[i] = ks
-		}
+	i := b.search(string(k))
+	if i < len(b.ents) && b.ents[i].k == string(k) {
+		b.ents[i].v = bytes.Clone(v)
+		return nil
 	}
-	b.vals[ks] = bytes.Clone(v)
+	b.ents = slices.Insert(b.ents, i, memEnt{k: string(k), v: bytes.Clone(v)})
 	return nil
 }
 
@@ -253,37 +271,39 @@ func (m *memKV) Delete(k []byte) error {
 	if b == nil {
 		return nil
 	}
-	ks := string(k)
-	if _, ok := b.vals[ks]; !ok {
-		return nil
+	i := b.search(string(k))
+	if i < len(b.ents) && b.ents[i].k == string(k) {
+		b.ents = slices.Delete(b.ents, i, i+1)
 	}
-	delete(b.vals, ks)
-	i := sort.SearchStrings(b.keys, ks)
-	b.keys = append(b.keys[:i], b.keys[i+1:]...)
 	return nil
+}
+
+// span returns the buckets whose prefix may hold keys in [lo, hi).
+func (m *memKV) span(lo, hi []byte) (start, end int) {
+	start = sort.SearchStrings(m.prefixes, bucketOf(lo))
+	end = start
+	for end < len(m.prefixes) && m.prefixes[end] < string(hi) {
+		end++
+	}
+	return start, end
 }
 
 // each calls fn for keys in [lo, hi), ascending (reverse if rev).
 func (m *memKV) each(lo, hi []byte, rev bool, fn func(k string, v []byte) bool) {
-	start := sort.SearchStrings(m.prefixes, bucketOf(lo))
-	end := start
-	for end < len(m.prefixes) && m.prefixes[end] < string(hi) {
-		end++
-	}
+	start, end := m.span(lo, hi)
 	visit := func(bi int) bool {
 		b := m.buckets[m.prefixes[bi]]
-		i := sort.SearchStrings(b.keys, string(lo))
-		j := sort.SearchStrings(b.keys, string(hi))
+		i, j := b.search(string(lo)), b.search(string(hi))
 		if rev {
 			for x := j - 1; x >= i; x-- {
-				if !fn(b.keys[x], b.vals[b.keys[x]]) {
+				if !fn(b.ents[x].k, b.ents[x].v) {
 					return false
 				}
 			}
 			return true
 		}
 		for x := i; x < j; x++ {
-			if !fn(b.keys[x], b.vals[b.keys[x]]) {
+			if !fn(b.ents[x].k, b.ents[x].v) {
 				return false
 			}
 		}
@@ -333,11 +353,16 @@ func (m *memKV) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
 	return nil
 }
 
+// DeleteRange removes [lo, hi) with one splice per bucket (log
+// compaction drops hundreds of keys at a bucket's front at once).
 func (m *memKV) DeleteRange(lo, hi []byte) error {
-	var ks []string
-	m.each(lo, hi, false, func(k string, _ []byte) bool { ks = append(ks, k); return true })
-	for _, k := range ks {
-		_ = m.Delete([]byte(k))
+	start, end := m.span(lo, hi)
+	for bi := start; bi < end; bi++ {
+		b := m.buckets[m.prefixes[bi]]
+		i, j := b.search(string(lo)), b.search(string(hi))
+		if i < j {
+			b.ents = slices.Delete(b.ents, i, j)
+		}
 	}
 	return nil
 }
@@ -380,14 +405,11 @@ func (b *memBatch) Delete(k []byte) error {
 }
 
 func (b *memBatch) DeleteRange(lo, hi []byte) error {
-	var ks [][]byte
-	b.kv.each(lo, hi, false, func(k string, _ []byte) bool { ks = append(ks, []byte(k)); return true })
-	for _, k := range ks {
-		if err := b.Delete(k); err != nil {
-			return err
-		}
-	}
-	return nil
+	b.kv.each(lo, hi, false, func(k string, v []byte) bool {
+		b.undo = append(b.undo, memUndo{k: []byte(k), v: v, existed: true})
+		return true
+	})
+	return b.kv.DeleteRange(lo, hi)
 }
 
 func (b *memBatch) rollback() {

@@ -49,6 +49,8 @@ const (
 	foRetryDelay     = 200 * time.Millisecond
 	foRequestTimeout = 2 * time.Second
 	foMaxAttempts    = 200
+	// foInitWindow bounds the register initialisations in flight.
+	foInitWindow = 16384
 )
 
 // Tags of the register operations a node submits to its proposer.
@@ -76,8 +78,10 @@ type foWorld struct {
 	rng     *rand.Rand
 
 	// reg is the newest committed register value of each partition seen
-	// anywhere (results and reads are committed values).
-	reg []foReg
+	// anywhere (results and reads are committed values); known counts the
+	// partitions with one.
+	reg   []foReg
+	known int
 	// promoted records which region was promoted at each (partition,
 	// epoch): a second region is a violation.
 	promoted map[foEpochKey]quorum.Region
@@ -291,19 +295,23 @@ func (fw *foWorld) nodeFor(i int, r quorum.Region) (int32, bool) {
 func (fw *foWorld) now() time.Duration { return fw.e.w.Now() }
 
 // initRegisters writes every partition's initial state once (InitIfAbsent)
-// and waits until all are committed and known to every manager.
+// and waits until all are committed and known to every manager. At most
+// foInitWindow initialisations are outstanding at once: the proposer
+// bounds its active keys (DefaultMaxInFlight) and refuses beyond that, so
+// a world of 100k partitions submitted at once never finished.
 func (fw *foWorld) initRegisters(bound time.Duration) bool {
 	n0 := fw.nodes[0]
-	for i := range fw.parts {
-		n0.submit(i, foTagInit, caspaxos.InitIfAbsent(fw.parts[i].init))
-	}
-	return fw.e.runUntil(fw.now()+bound, func() bool {
-		for i := range fw.reg {
-			if !fw.reg[i].have {
-				return false
-			}
+	next := 0
+	topUp := func() {
+		for next < len(fw.parts) && next-fw.known < foInitWindow {
+			n0.submit(next, foTagInit, caspaxos.InitIfAbsent(fw.parts[next].init))
+			next++
 		}
-		return true
+	}
+	topUp()
+	return fw.e.runUntil(fw.now()+bound, func() bool {
+		topUp()
+		return fw.known == len(fw.parts)
 	})
 }
 
@@ -327,6 +335,9 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, byCAS bool, 
 		}
 	}
 	old := *r
+	if !r.have {
+		fw.known++
+	}
 	r.have, r.version, r.state = true, version, s
 	if byCAS && old.have {
 		fw.m.registerWrite(fw, i, old.state, s, at)
