@@ -13,7 +13,7 @@ import (
 // TestFailoverMemoryPerPartition measures the heap one partition costs on
 // one node once the world is set up: its failover manager entry (with the
 // cached register value), its partition replica and store records, and
-// its acceptor record. It logs the figure and checks a loose bound.
+// its acceptor record. It logs the figure and checks it against the goal.
 func TestFailoverMemoryPerPartition(t *testing.T) {
 	const parts = 2000
 	var before, after runtime.MemStats
@@ -29,6 +29,8 @@ func TestFailoverMemoryPerPartition(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perReplica := float64(after.HeapAlloc-before.HeapAlloc) / float64(parts*len(fw.nodes))
 	t.Logf("heap per partition per node (manager + replica + store + acceptor): %.0f bytes", perReplica)
-	require.Less(t, perReplica, 16384.0)
+	// The goal is 4 KiB (issue 5; 3.9 KB measured when this bound was
+	// set): the bound leaves room for noise, not for a regression.
+	require.Less(t, perReplica, 4608.0)
 	runtime.KeepAlive(fw)
 }

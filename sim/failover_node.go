@@ -41,10 +41,12 @@ type foNode struct {
 	inflight     []partition.Ready
 	hostEv       EventID
 	mgrEv        EventID
-	lease        time.Duration
+	// hostAt and mgrAt are the local deadlines hostEv and mgrEv were armed for.
+	hostAt, mgrAt time.Duration
+	lease         time.Duration
 
 	dirty   []int
-	isDirty map[int]bool
+	isDirty []bool // by partition index: one byte each, where a map cost tens
 	// inflightCAS is the proposal each partition has at this node's proposer.
 	inflightCAS map[int]failover.Proposal
 	pumping     bool
@@ -74,7 +76,7 @@ func (n *foNode) boot(first bool) error {
 	}
 	n.mgr, n.host = mgr, h
 	n.fed = true
-	n.isDirty = make(map[int]bool)
+	n.isDirty = make([]bool, len(fw.parts))
 	n.dirty, n.inflight, n.lease = nil, nil, 0
 	clear(n.inflightCAS)
 	n.diskFree = fw.now()
@@ -304,11 +306,16 @@ func (n *foNode) pump() {
 		n.lease = l
 		n.host.SetLeaseAll(l)
 	}
+	// Re-arm the node's two timers only when their time moved: pump runs
+	// after every event the node gets, and most leave both deadlines as
+	// they were.
 	w := fw.e.w
-	if d, ok := n.host.NextDeadline(); ok {
+	if d, ok := n.host.NextDeadline(); ok && (d != n.hostAt || !w.Sched.Pending(n.hostEv)) {
+		n.hostAt = d
 		n.hostEv = w.Sched.Reschedule(n.hostEv, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvHostTick)
 	}
-	if d := n.mgr.NextDeadline(); d > 0 && d < time.Duration(1<<62) {
+	if d := n.mgr.NextDeadline(); d > 0 && d < time.Duration(1<<62) && (d != n.mgrAt || !w.Sched.Pending(n.mgrEv)) {
+		n.mgrAt = d
 		n.mgrEv = w.Sched.Reschedule(n.mgrEv, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvMgrTick)
 	}
 }
@@ -319,7 +326,7 @@ func (n *foNode) flushStatus() {
 	n.dirty = nil
 	now := n.local()
 	for _, i := range dirty {
-		delete(n.isDirty, i)
+		n.isDirty[i] = false
 		p := &n.fw.parts[i]
 		pr, err := n.host.Progress(p.id)
 		if err != nil {
