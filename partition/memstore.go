@@ -20,6 +20,7 @@ type MemStore struct {
 	kv      memKV
 	closed  bool
 	commits uint64
+	undo    []memUndo // scratch undo log of Commit
 	// failNext, if set, makes the next Commit fail (fault injection).
 	failNext error
 }
@@ -70,9 +71,18 @@ func (s *MemStore) Commit(ws []Write) error {
 		s.failNext = nil
 		return fmt.Errorf("memstore: commit: %w", err)
 	}
-	b := &memBatch{kv: &s.kv}
-	if err := ApplyWrites(b, ws); err != nil {
+	// The undo log's array is reused from commit to commit.
+	b := &memBatch{kv: &s.kv, undo: s.undo[:0]}
+	err := ApplyWrites(b, ws)
+	if err != nil {
 		b.rollback()
+	}
+	clear(b.undo)
+	s.undo = b.undo[:0]
+	if cap(s.undo) > maxMemUndo {
+		s.undo = nil
+	}
+	if err != nil {
 		return fmt.Errorf("memstore: commit: %w", err)
 	}
 	s.commits++
@@ -235,19 +245,37 @@ func (b *memBucket) search(k string) int {
 }
 
 func (m *memKV) Get(k []byte) ([]byte, bool, error) {
-	b := m.buckets[bucketOf(k)]
+	v, ok := m.get(string(k))
+	return v, ok, nil
+}
+
+func (m *memKV) get(k string) ([]byte, bool) {
+	b := m.buckets[bucketOfStr(k)]
 	if b == nil {
-		return nil, false, nil
+		return nil, false
 	}
-	i := b.search(string(k))
-	if i < len(b.ents) && b.ents[i].k == string(k) {
-		return b.ents[i].v, true, nil
+	i := b.search(k)
+	if i < len(b.ents) && b.ents[i].k == k {
+		return b.ents[i].v, true
 	}
-	return nil, false, nil
+	return nil, false
+}
+
+func bucketOfStr(k string) string {
+	if len(k) > prefixLen {
+		return k[:prefixLen]
+	}
+	return k
 }
 
 func (m *memKV) Set(k, v []byte) error {
-	bp := bucketOf(k)
+	m.set(string(k), bytes.Clone(v))
+	return nil
+}
+
+// set stores v (owned by the store from now on) under k.
+func (m *memKV) set(k string, v []byte) {
+	bp := bucketOfStr(k)
 	b := m.buckets[bp]
 	if b == nil {
 		b = &memBucket{}
@@ -257,25 +285,28 @@ func (m *memKV) Set(k, v []byte) error {
 		copy(m.prefixes[i+1:], m.prefixes[i:])
 		m.prefixes[i] = bp
 	}
-	i := b.search(string(k))
-	if i < len(b.ents) && b.ents[i].k == string(k) {
-		b.ents[i].v = bytes.Clone(v)
-		return nil
+	i := b.search(k)
+	if i < len(b.ents) && b.ents[i].k == k {
+		b.ents[i].v = v
+		return
 	}
-	b.ents = slices.Insert(b.ents, i, memEnt{k: string(k), v: bytes.Clone(v)})
-	return nil
+	b.ents = slices.Insert(b.ents, i, memEnt{k: k, v: v})
 }
 
 func (m *memKV) Delete(k []byte) error {
-	b := m.buckets[bucketOf(k)]
+	m.del(string(k))
+	return nil
+}
+
+func (m *memKV) del(k string) {
+	b := m.buckets[bucketOfStr(k)]
 	if b == nil {
-		return nil
+		return
 	}
-	i := b.search(string(k))
-	if i < len(b.ents) && b.ents[i].k == string(k) {
+	i := b.search(k)
+	if i < len(b.ents) && b.ents[i].k == k {
 		b.ents = slices.Delete(b.ents, i, i+1)
 	}
-	return nil
 }
 
 // span returns the buckets whose prefix may hold keys in [lo, hi).
@@ -375,14 +406,17 @@ type memBatch struct {
 }
 
 type memUndo struct {
-	k       []byte
+	k       string
 	v       []byte
 	existed bool
 }
 
-func (b *memBatch) save(k []byte) {
-	v, ok, _ := b.kv.Get(k)
-	b.undo = append(b.undo, memUndo{k: bytes.Clone(k), v: v, existed: ok})
+// maxMemUndo bounds the undo log array a MemStore keeps between commits.
+const maxMemUndo = 4096
+
+func (b *memBatch) save(k string) {
+	v, ok := b.kv.get(k)
+	b.undo = append(b.undo, memUndo{k: k, v: v, existed: ok})
 }
 
 func (b *memBatch) Get(k []byte) ([]byte, bool, error) { return b.kv.Get(k) }
@@ -394,19 +428,25 @@ func (b *memBatch) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error
 	return b.kv.Scan(lo, hi, fn)
 }
 
+// Set and Delete convert the key to a string once, for both the undo log
+// and the store.
 func (b *memBatch) Set(k, v []byte) error {
-	b.save(k)
-	return b.kv.Set(k, v)
+	ks := string(k)
+	b.save(ks)
+	b.kv.set(ks, bytes.Clone(v))
+	return nil
 }
 
 func (b *memBatch) Delete(k []byte) error {
-	b.save(k)
-	return b.kv.Delete(k)
+	ks := string(k)
+	b.save(ks)
+	b.kv.del(ks)
+	return nil
 }
 
 func (b *memBatch) DeleteRange(lo, hi []byte) error {
 	b.kv.each(lo, hi, false, func(k string, v []byte) bool {
-		b.undo = append(b.undo, memUndo{k: []byte(k), v: v, existed: true})
+		b.undo = append(b.undo, memUndo{k: k, v: v, existed: true})
 		return true
 	})
 	return b.kv.DeleteRange(lo, hi)
@@ -416,9 +456,9 @@ func (b *memBatch) rollback() {
 	for i := len(b.undo) - 1; i >= 0; i-- {
 		u := b.undo[i]
 		if u.existed {
-			_ = b.kv.Set(u.k, u.v)
+			b.kv.set(u.k, u.v) // the value saved is never mutated: no copy
 		} else {
-			_ = b.kv.Delete(u.k)
+			b.kv.del(u.k)
 		}
 	}
 	b.undo = nil

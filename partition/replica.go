@@ -611,6 +611,7 @@ func (r *Replica) progress() Progress {
 		History: r.hist.clone(), Level: r.level, Quorum: r.wq,
 	}
 	if r.leader != nil {
+		p.Followers = make([]FollowerProgress, 0, len(r.leader.followers))
 		for i := range r.leader.followers {
 			f := &r.leader.followers[i]
 			p.Followers = append(p.Followers, FollowerProgress{Region: f.region, Match: f.match, Next: f.next, Snapshot: f.snap != nil})

@@ -45,8 +45,9 @@ type foNode struct {
 	hostAt, mgrAt time.Duration
 	lease         time.Duration
 
-	dirty   []int
-	isDirty []bool // by partition index: one byte each, where a map cost tens
+	dirty      []int
+	dirtySpare []int
+	isDirty    []bool // by partition index: one byte each, where a map cost tens
 	// inflightCAS is the proposal each partition has at this node's proposer.
 	inflightCAS map[int]failover.Proposal
 	pumping     bool
@@ -322,8 +323,11 @@ func (n *foNode) pump() {
 
 // flushStatus feeds the manager the status of every replica that changed.
 func (n *foNode) flushStatus() {
+	// Double-buffered: marks made while feeding (a read-back, an action)
+	// go to the other slice, and neither is reallocated per flush.
 	dirty := n.dirty
-	n.dirty = nil
+	n.dirty, n.dirtySpare = n.dirtySpare[:0], nil
+	defer func() { n.dirtySpare = dirty[:0] }()
 	now := n.local()
 	for _, i := range dirty {
 		n.isDirty[i] = false
