@@ -19,7 +19,7 @@ func TestMemKVMatchesMap(t *testing.T) {
 	key := func() string {
 		return fmt.Sprintf("p%05d/%03d", rng.IntN(3), rng.IntN(60))
 	}
-	kv := memKV{buckets: map[string]*memBucket{}}
+	kv := memKV{buckets: map[uint64]*memBucket{}}
 	ref := map[string]string{}
 	check := func(step int) {
 		var fwd, rev []string

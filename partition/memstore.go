@@ -28,7 +28,7 @@ type MemStore struct {
 var _ AsyncStore = (*MemStore)(nil)
 
 // NewMemStore returns an empty store.
-func NewMemStore() *MemStore { return &MemStore{kv: memKV{buckets: map[string]*memBucket{}}} }
+func NewMemStore() *MemStore { return &MemStore{kv: memKV{buckets: map[uint64]*memBucket{}}} }
 
 func (s *MemStore) check(op string) error {
 	if s.closed {
@@ -164,9 +164,9 @@ func (s *MemStore) Reopen() *MemStore {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := NewMemStore()
-	for p, b := range s.kv.buckets {
+	for id, b := range s.kv.buckets {
 		// Values are never mutated in place: the copy may share them.
-		n.kv.buckets[p] = &memBucket{ents: slices.Clone(b.ents)}
+		n.kv.buckets[id] = &memBucket{ents: slices.Clone(b.ents)}
 	}
 	n.kv.prefixes = append([]string(nil), s.kv.prefixes...)
 	return n
@@ -206,8 +206,36 @@ func (s *MemStore) RawKeys(prefix []byte) [][]byte {
 // partition's few records cost a few words each (a map per bucket cost
 // several hundred bytes even for one record).
 type memKV struct {
-	buckets  map[string]*memBucket
-	prefixes []string // sorted bucket prefixes
+	buckets  map[uint64]*memBucket // by bucketID of the prefix
+	prefixes []string              // sorted bucket prefixes
+	// last is the bucket used last, and its id: a commit writes several
+	// records of one partition section in a row, and the map lookup (tens
+	// of thousands of buckets) was a cache miss each time.
+	last   *memBucket
+	lastID uint64
+}
+
+// bucketID packs a bucket prefix (at most prefixLen bytes) and its length
+// into a map key: hashing and comparing a word instead of a string.
+func bucketID(p string) uint64 {
+	var id uint64
+	for i := 0; i < len(p); i++ {
+		id |= uint64(p[i]) << (56 - 8*i)
+	}
+	return id | uint64(len(p))
+}
+
+// bucket returns the bucket of prefix p (nil if none).
+func (m *memKV) bucket(p string) *memBucket {
+	id := bucketID(p)
+	if m.last != nil && m.lastID == id {
+		return m.last
+	}
+	b := m.buckets[id]
+	if b != nil {
+		m.last, m.lastID = b, id
+	}
+	return b
 }
 
 type memBucket struct {
@@ -250,7 +278,7 @@ func (m *memKV) Get(k []byte) ([]byte, bool, error) {
 }
 
 func (m *memKV) get(k string) ([]byte, bool) {
-	b := m.buckets[bucketOfStr(k)]
+	b := m.bucket(bucketOfStr(k))
 	if b == nil {
 		return nil, false
 	}
@@ -276,10 +304,10 @@ func (m *memKV) Set(k, v []byte) error {
 // set stores v (owned by the store from now on) under k.
 func (m *memKV) set(k string, v []byte) {
 	bp := bucketOfStr(k)
-	b := m.buckets[bp]
+	b := m.bucket(bp)
 	if b == nil {
 		b = &memBucket{}
-		m.buckets[bp] = b
+		m.buckets[bucketID(bp)] = b
 		i := sort.SearchStrings(m.prefixes, bp)
 		m.prefixes = append(m.prefixes, "")
 		copy(m.prefixes[i+1:], m.prefixes[i:])
@@ -299,7 +327,7 @@ func (m *memKV) Delete(k []byte) error {
 }
 
 func (m *memKV) del(k string) {
-	b := m.buckets[bucketOfStr(k)]
+	b := m.bucket(bucketOfStr(k))
 	if b == nil {
 		return
 	}
@@ -323,7 +351,7 @@ func (m *memKV) span(lo, hi []byte) (start, end int) {
 func (m *memKV) each(lo, hi []byte, rev bool, fn func(k string, v []byte) bool) {
 	start, end := m.span(lo, hi)
 	visit := func(bi int) bool {
-		b := m.buckets[m.prefixes[bi]]
+		b := m.bucket(m.prefixes[bi])
 		i, j := b.search(string(lo)), b.search(string(hi))
 		if rev {
 			for x := j - 1; x >= i; x-- {
@@ -389,7 +417,7 @@ func (m *memKV) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
 func (m *memKV) DeleteRange(lo, hi []byte) error {
 	start, end := m.span(lo, hi)
 	for bi := start; bi < end; bi++ {
-		b := m.buckets[m.prefixes[bi]]
+		b := m.bucket(m.prefixes[bi])
 		i, j := b.search(string(lo)), b.search(string(hi))
 		if i < j {
 			b.ents = slices.Delete(b.ents, i, j)
