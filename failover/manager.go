@@ -360,7 +360,7 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	}
 	changed := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
 		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) ||
-		inSyncSet(p.local) != inSyncSet(st)
+		!sameInSync(p.local, st)
 	p.local, p.hasLocal = st, true
 	if changed {
 		m.markDirty(name)
@@ -368,14 +368,26 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	}
 }
 
-func inSyncSet(st ReplicaStatus) string {
-	s := ""
-	for _, f := range st.Followers {
-		if f.InSync {
-			s += string(f.Region) + ","
+// sameInSync reports whether a and b list the same in-sync followers in
+// the same order. It runs on every replica status update, so it compares
+// in place rather than building a string per side.
+func sameInSync(a, b ReplicaStatus) bool {
+	i, j := 0, 0
+	for {
+		for i < len(a.Followers) && !a.Followers[i].InSync {
+			i++
 		}
+		for j < len(b.Followers) && !b.Followers[j].InSync {
+			j++
+		}
+		if i == len(a.Followers) || j == len(b.Followers) {
+			return i == len(a.Followers) && j == len(b.Followers)
+		}
+		if a.Followers[i].Region != b.Followers[j].Region {
+			return false
+		}
+		i, j = i+1, j+1
 	}
-	return s
 }
 
 // SetGray marks (why != "") or clears a gray failure of a partition's
