@@ -77,3 +77,33 @@ func TestMemKVMatchesMap(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixListMatchesSortedSlice: the chunked prefix set keeps order
+// and answers range queries like a sorted slice, across chunk splits.
+func TestPrefixListMatchesSortedSlice(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var l prefixList
+	var ref []string
+	for range 5000 {
+		s := fmt.Sprintf("%06d", rng.IntN(1_000_000))
+		if i, found := slices.BinarySearch(ref, s); !found {
+			ref = slices.Insert(ref, i, s)
+			l.insert(s)
+		}
+	}
+	require.Greater(t, len(l.chunks), 4, "no chunk was split")
+	require.Equal(t, ref, l.between("", "999999999", nil))
+	for range 200 {
+		lo, hi := fmt.Sprintf("%06d", rng.IntN(1_000_000)), fmt.Sprintf("%06d", rng.IntN(1_000_000))
+		var want []string
+		for _, s := range ref {
+			if s >= lo && s < hi {
+				want = append(want, s)
+			}
+		}
+		require.Equal(t, want, l.between(lo, hi, nil), "[%s, %s)", lo, hi)
+	}
+	c := l.clone()
+	c.insert("zzzzzz")
+	require.Equal(t, ref, l.between("", "999999999", nil), "a clone shares chunks")
+}

@@ -168,7 +168,7 @@ func (s *MemStore) Reopen() *MemStore {
 		// Values are never mutated in place: the copy may share them.
 		n.kv.buckets[id] = &memBucket{ents: slices.Clone(b.ents)}
 	}
-	n.kv.prefixes = append([]string(nil), s.kv.prefixes...)
+	n.kv.prefixes = s.kv.prefixes.clone()
 	return n
 }
 
@@ -207,7 +207,7 @@ func (s *MemStore) RawKeys(prefix []byte) [][]byte {
 // several hundred bytes even for one record).
 type memKV struct {
 	buckets  map[uint64]*memBucket // by bucketID of the prefix
-	prefixes []string              // sorted bucket prefixes
+	prefixes prefixList            // sorted bucket prefixes
 	// last is the bucket used last, and its id: a commit writes several
 	// records of one partition section in a row, and the map lookup (tens
 	// of thousands of buckets) was a cache miss each time.
@@ -308,10 +308,7 @@ func (m *memKV) set(k string, v []byte) {
 	if b == nil {
 		b = &memBucket{}
 		m.buckets[bucketID(bp)] = b
-		i := sort.SearchStrings(m.prefixes, bp)
-		m.prefixes = append(m.prefixes, "")
-		copy(m.prefixes[i+1:], m.prefixes[i:])
-		m.prefixes[i] = bp
+		m.prefixes.insert(bp)
 	}
 	i := b.search(k)
 	if i < len(b.ents) && b.ents[i].k == k {
@@ -337,21 +334,17 @@ func (m *memKV) del(k string) {
 	}
 }
 
-// span returns the buckets whose prefix may hold keys in [lo, hi).
-func (m *memKV) span(lo, hi []byte) (start, end int) {
-	start = sort.SearchStrings(m.prefixes, bucketOf(lo))
-	end = start
-	for end < len(m.prefixes) && m.prefixes[end] < string(hi) {
-		end++
-	}
-	return start, end
+// span returns the prefixes of the buckets that may hold keys in [lo, hi).
+func (m *memKV) span(lo, hi []byte) []string {
+	return m.prefixes.between(bucketOf(lo), string(hi), nil)
 }
 
 // each calls fn for keys in [lo, hi), ascending (reverse if rev).
 func (m *memKV) each(lo, hi []byte, rev bool, fn func(k string, v []byte) bool) {
-	start, end := m.span(lo, hi)
+	ps := m.span(lo, hi)
+	start, end := 0, len(ps)
 	visit := func(bi int) bool {
-		b := m.bucket(m.prefixes[bi])
+		b := m.bucket(ps[bi])
 		i, j := b.search(string(lo)), b.search(string(hi))
 		if rev {
 			for x := j - 1; x >= i; x-- {
@@ -415,15 +408,81 @@ func (m *memKV) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
 // DeleteRange removes [lo, hi) with one splice per bucket (log
 // compaction drops hundreds of keys at a bucket's front at once).
 func (m *memKV) DeleteRange(lo, hi []byte) error {
-	start, end := m.span(lo, hi)
-	for bi := start; bi < end; bi++ {
-		b := m.bucket(m.prefixes[bi])
+	for _, p := range m.span(lo, hi) {
+		b := m.bucket(p)
 		i, j := b.search(string(lo)), b.search(string(hi))
 		if i < j {
 			b.ents = slices.Delete(b.ents, i, j)
 		}
 	}
 	return nil
+}
+
+// prefixList is a sorted set of strings (the bucket prefixes) kept in
+// chunks of up to 2*prefixChunk: a bucket created in the middle of
+// hundreds of thousands (a partition's first data write, in random
+// partition order) costs a chunk's copy instead of the whole set's, which
+// made a 100k-partition run quadratic.
+type prefixList struct {
+	chunks [][]string // each sorted and non-empty; chunk i ends below chunk i+1
+}
+
+const prefixChunk = 256
+
+// seek returns the position of the first string >= s.
+func (l *prefixList) seek(s string) (ci, i int) {
+	ci = sort.Search(len(l.chunks), func(c int) bool {
+		ch := l.chunks[c]
+		return ch[len(ch)-1] >= s
+	})
+	if ci == len(l.chunks) {
+		return ci, 0
+	}
+	return ci, sort.SearchStrings(l.chunks[ci], s)
+}
+
+// insert adds s, which must not be present.
+func (l *prefixList) insert(s string) {
+	ci, i := l.seek(s)
+	if ci == len(l.chunks) {
+		if ci == 0 {
+			l.chunks = append(l.chunks, []string{s})
+			return
+		}
+		ci--
+		i = len(l.chunks[ci])
+	}
+	ch := slices.Insert(l.chunks[ci], i, s)
+	if len(ch) > 2*prefixChunk {
+		right := slices.Clone(ch[prefixChunk:])
+		clear(ch[prefixChunk:])
+		ch = ch[:prefixChunk]
+		l.chunks = slices.Insert(l.chunks, ci+1, right)
+	}
+	l.chunks[ci] = ch
+}
+
+// between appends to buf the strings in [lo, hi), ascending.
+func (l *prefixList) between(lo, hi string, buf []string) []string {
+	ci, i := l.seek(lo)
+	for ; ci < len(l.chunks); ci, i = ci+1, 0 {
+		ch := l.chunks[ci]
+		for ; i < len(ch); i++ {
+			if ch[i] >= hi {
+				return buf
+			}
+			buf = append(buf, ch[i])
+		}
+	}
+	return buf
+}
+
+func (l *prefixList) clone() prefixList {
+	c := prefixList{chunks: make([][]string, len(l.chunks))}
+	for i, ch := range l.chunks {
+		c.chunks[i] = slices.Clone(ch)
+	}
+	return c
 }
 
 // memBatch writes straight into a memKV, keeping what it overwrote so that

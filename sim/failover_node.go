@@ -41,7 +41,11 @@ type foNode struct {
 	batchStart, batchDone time.Duration
 	// maxDiskQueue is the longest wait a Ready had for its fsync.
 	maxDiskQueue time.Duration
+	// inflight[inflightHead:] are the Readys waiting for their fsync, in
+	// order; popping advances the head (a shift per pop was quadratic in
+	// the queue, which grows long with tens of thousands of partitions).
 	inflight     []partition.Ready
+	inflightHead int
 	hostEv       EventID
 	mgrEv        EventID
 	// hostAt and mgrAt are the local deadlines hostEv and mgrEv were armed for.
@@ -81,7 +85,7 @@ func (n *foNode) boot(first bool) error {
 	n.mgr, n.host = mgr, h
 	n.fed = true
 	n.isDirty = make([]bool, len(fw.parts))
-	n.dirty, n.inflight, n.lease = nil, nil, 0
+	n.dirty, n.inflight, n.inflightHead, n.lease = nil, nil, 0, 0
 	clear(n.inflightCAS)
 	n.diskFree = fw.now()
 	n.batchStart, n.batchDone = 0, 0
@@ -138,7 +142,7 @@ func sortedRegions(rs []failover.RegionNode) []quorum.Region {
 // Crash loses the cores and everything not on disk.
 func (n *foNode) Crash(now time.Duration) {
 	n.mgr, n.host = nil, nil
-	n.inflight = nil
+	n.inflight, n.inflightHead = nil, 0
 	n.store = n.store.Reopen()
 	n.fw.e.w.Sched.Cancel(n.hostEv)
 	n.fw.e.w.Sched.Cancel(n.mgrEv)
@@ -277,7 +281,7 @@ func (n *foNode) pump() {
 			n.diskFree = max(n.diskFree, done)
 			n.maxDiskQueue = max(n.maxDiskQueue, done-fw.now())
 			n.inflight = append(n.inflight, rd)
-			if len(rd.Writes) == 0 && len(n.inflight) == 1 && done <= fw.now() {
+			if len(rd.Writes) == 0 && len(n.inflight)-n.inflightHead == 1 && done <= fw.now() {
 				// Nothing to make durable and nothing queued before it:
 				// complete it now instead of through an event at this
 				// same instant (a third of a drill's events were these).
@@ -425,16 +429,22 @@ func (n *foNode) act(pa failover.PartitionActions) {
 
 // completeDisk makes the oldest in-flight Ready durable and acts on it.
 func (n *foNode) completeDisk() {
-	if len(n.inflight) == 0 {
+	if n.inflightHead >= len(n.inflight) {
 		return
 	}
 	fw := n.fw
-	rd := n.inflight[0]
-	// Shift rather than reslice from the front: the queue holds a few
-	// Readys, and a reslice made every append reallocate it.
-	k := copy(n.inflight, n.inflight[1:])
-	n.inflight[k] = partition.Ready{}
-	n.inflight = n.inflight[:k]
+	rd := n.inflight[n.inflightHead]
+	n.inflight[n.inflightHead] = partition.Ready{}
+	n.inflightHead++
+	switch {
+	case n.inflightHead == len(n.inflight):
+		n.inflight, n.inflightHead = n.inflight[:0], 0
+	case n.inflightHead >= 64 && 2*n.inflightHead >= len(n.inflight):
+		// Reuse the front: the copy is paid for by the pops before it.
+		k := copy(n.inflight, n.inflight[n.inflightHead:])
+		clear(n.inflight[k:])
+		n.inflight, n.inflightHead = n.inflight[:k], 0
+	}
 	if len(rd.Writes) > 0 {
 		if err := n.store.Commit(rd.Writes); err != nil {
 			fw.e.viol.add(fw.now(), ViolationInvariant, "node %d commit: %v", n.idx, err)
