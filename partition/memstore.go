@@ -208,12 +208,17 @@ func (s *MemStore) RawKeys(prefix []byte) [][]byte {
 type memKV struct {
 	buckets  map[uint64]*memBucket // by bucketID of the prefix
 	prefixes prefixList            // sorted bucket prefixes
-	// last is the bucket used last, and its id: a commit writes several
-	// records of one partition section in a row, and the map lookup (tens
-	// of thousands of buckets) was a cache miss each time.
-	last   *memBucket
-	lastID uint64
+	// recent are the buckets used last, with their ids: a commit writes a
+	// partition's log, apply-state, meta and data records in a row, and
+	// the map lookup (tens of thousands of buckets) missed the CPU cache
+	// each time.
+	recent   [memRecent]*memBucket
+	recentID [memRecent]uint64
+	nextSlot int
 }
+
+// memRecent is how many recently used buckets a memKV remembers.
+const memRecent = 4
 
 // bucketID packs a bucket prefix (at most prefixLen bytes) and its length
 // into a map key: hashing and comparing a word instead of a string.
@@ -228,12 +233,15 @@ func bucketID(p string) uint64 {
 // bucket returns the bucket of prefix p (nil if none).
 func (m *memKV) bucket(p string) *memBucket {
 	id := bucketID(p)
-	if m.last != nil && m.lastID == id {
-		return m.last
+	for i := range m.recent {
+		if m.recentID[i] == id && m.recent[i] != nil {
+			return m.recent[i]
+		}
 	}
 	b := m.buckets[id]
 	if b != nil {
-		m.last, m.lastID = b, id
+		m.recent[m.nextSlot], m.recentID[m.nextSlot] = b, id
+		m.nextSlot = (m.nextSlot + 1) % memRecent
 	}
 	return b
 }
