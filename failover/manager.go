@@ -440,6 +440,7 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 	if !p.hasMine {
 		ev.Proposer = m.self.Region
 	}
+	ev.Replicas = make([]ReplicaEvidence, 0, len(p.placement)) // one allocation per evaluation, not one per growth
 	for _, rn := range p.placement {
 		x := ReplicaEvidence{Region: rn.Region}
 		if since, up := m.healthySince[rn.Node]; up {

@@ -383,6 +383,17 @@ func (h *Host) Progress(p ID) (Progress, error) {
 	return r.progress(), nil
 }
 
+// ProgressWithoutHistory is Progress with History left nil: for drivers
+// that read a replica's positions after every change it makes and have no
+// use for the epoch history, which Progress copies each time.
+func (h *Host) ProgressWithoutHistory(p ID) (Progress, error) {
+	r, err := h.replica(p)
+	if err != nil {
+		return Progress{}, err
+	}
+	return r.progressWith(false), nil
+}
+
 // Tick fires the timers due at now.
 func (h *Host) Tick(now time.Duration) {
 	for h.timers.Len() > 0 && h.timers[0].at <= now {

@@ -71,3 +71,21 @@ func TestTimerHeapMatchesSort(t *testing.T) {
 		require.Equal(t, len(ref), h.Len())
 	}
 }
+
+// TestProgressWithoutHistory: the same positions as Progress, no history.
+func TestProgressWithoutHistory(t *testing.T) {
+	s := newSolo(t, "a", nil)
+	require.NoError(t, s.h.Create(0, 1, Spec{Level: levelOf(Strong), Quorum: testQuorum("a"), Epoch: 1}, 0))
+	s.write(1, 1, 1, "k", "v")
+	s.flush()
+	full, err := s.h.Progress(1)
+	require.NoError(t, err)
+	require.NotEmpty(t, full.History)
+	brief, err := s.h.ProgressWithoutHistory(1)
+	require.NoError(t, err)
+	require.Nil(t, brief.History)
+	full.History = nil
+	require.Equal(t, full, brief)
+	_, err = s.h.ProgressWithoutHistory(2)
+	require.Error(t, err)
+}

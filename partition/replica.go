@@ -603,12 +603,17 @@ func (r *Replica) tick(now time.Duration) {
 
 // ----- progress -----
 
-func (r *Replica) progress() Progress {
+func (r *Replica) progress() Progress { return r.progressWith(true) }
+
+func (r *Replica) progressWith(history bool) Progress {
 	p := Progress{
 		Partition: r.id, Region: r.region(), Epoch: r.epoch, Role: r.role, WriteRegion: r.writeRegion,
 		LastLSN: r.last, LastEpoch: r.lastEpoch, CommitLSN: r.commit, AppliedLSN: r.applied,
 		StableLSN: r.stable, LogBase: r.logBase, NeedSnapshot: r.needSnapshot,
-		History: r.hist.clone(), Level: r.level, Quorum: r.wq,
+		Level: r.level, Quorum: r.wq,
+	}
+	if history {
+		p.History = r.hist.clone()
 	}
 	if r.leader != nil {
 		p.Followers = make([]FollowerProgress, 0, len(r.leader.followers))

@@ -351,7 +351,7 @@ func (n *foNode) flushStatus() {
 	for _, i := range dirty {
 		n.isDirty[i] = false
 		p := &n.fw.parts[i]
-		pr, err := n.host.Progress(p.id)
+		pr, err := n.host.ProgressWithoutHistory(p.id) // the status needs no history
 		if err != nil {
 			continue
 		}
