@@ -76,6 +76,10 @@ type foWorld struct {
 	data    *Network[partition.Message]
 	nodes   []*foNode
 	parts   []foPart
+	// nodeOf is every partition's nodeOfReg in one flat array: nodeFor runs
+	// once per message, and reaching the partition's own slice missed the
+	// cache twice.
+	nodeOf  []int32
 	clients []*foClient
 	rng     *rand.Rand
 
@@ -274,6 +278,7 @@ func (fw *foWorld) placePartitions() error {
 			return fmt.Errorf("sim: partition %d: %w", id, err)
 		}
 		fw.parts = append(fw.parts, p)
+		fw.nodeOf = append(fw.nodeOf, p.nodeOfReg...)
 	}
 	return nil
 }
@@ -293,7 +298,7 @@ func (fw *foWorld) nodeFor(i int, r quorum.Region) (int32, bool) {
 	if ri < 0 {
 		return 0, false
 	}
-	return fw.parts[i].nodeOfReg[ri], true
+	return fw.nodeOf[i*len(fw.regions)+ri], true
 }
 
 func (fw *foWorld) now() time.Duration { return fw.e.w.Now() }
