@@ -540,7 +540,7 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	m.trackLag(now, p, st)
 	changed := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
 		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) ||
-		inSyncSet(p.local) != inSyncSet(st)
+		!sameInSync(p.local, st)
 	p.local, p.hasLocal = st, true
 	if changed {
 		m.markDirty(name)
@@ -548,15 +548,32 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	}
 }
 
-// inSyncSet summarises what grow decisions look at in the followers.
-func inSyncSet(st ReplicaStatus) string {
-	s := ""
-	for _, f := range st.Followers {
-		if f.InSync || f.CaughtUp || f.InRule {
-			s += fmt.Sprintf("%s:%t%t%t,", f.Region, f.InSync, f.CaughtUp, f.InRule)
+// growFlagged reports whether a follower carries any flag grow decisions
+// look at.
+func growFlagged(f FollowerStatus) bool { return f.InSync || f.CaughtUp || f.InRule }
+
+// sameInSync reports whether a and b list the same followers with the same
+// grow flags (InSync, CaughtUp, InRule) in the same order. It runs on every
+// replica status update, so it compares in place rather than building a
+// string per side.
+func sameInSync(a, b ReplicaStatus) bool {
+	i, j := 0, 0
+	for {
+		for i < len(a.Followers) && !growFlagged(a.Followers[i]) {
+			i++
 		}
+		for j < len(b.Followers) && !growFlagged(b.Followers[j]) {
+			j++
+		}
+		if i == len(a.Followers) || j == len(b.Followers) {
+			return i == len(a.Followers) && j == len(b.Followers)
+		}
+		fa, fb := a.Followers[i], b.Followers[j]
+		if fa.Region != fb.Region || fa.InSync != fb.InSync || fa.CaughtUp != fb.CaughtUp || fa.InRule != fb.InRule {
+			return false
+		}
+		i, j = i+1, j+1
 	}
-	return s
 }
 
 // SetGray marks (why != "") or clears a gray failure of a partition's
@@ -757,6 +774,7 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 	if !p.hasMine {
 		ev.Proposer = m.self.Region
 	}
+	ev.Replicas = make([]ReplicaEvidence, 0, len(p.placement)) // one allocation per evaluation, not one per growth
 	for _, rn := range p.placement {
 		x := ReplicaEvidence{Region: rn.Region}
 		if since, up := m.healthySince[rn.Node]; up {

@@ -214,6 +214,8 @@ func TestConfigValidationNamesField(t *testing.T) {
 		{"MaxPendingWrites", func(c *Config) { c.MaxPendingWrites = 0 }},
 		{"MaxLogOps", func(c *Config) { c.MaxLogOps = 1 }},
 		{"RetransmitTimeout", func(c *Config) { c.RetransmitTimeout = c.HeartbeatInterval / 2 }},
+		{"MaxContactBackoff", func(c *Config) { c.MaxContactBackoff = c.HeartbeatInterval - 1 }},
+		{"MaxContactBackoff", func(c *Config) { c.MaxContactBackoff = time.Hour }},
 		{"CommitTimeout", func(c *Config) { c.CommitTimeout = 1 }},
 		{"SnapshotChunkBytes", func(c *Config) { c.SnapshotChunkBytes = 1 }},
 		{"MaxEpochHistory", func(c *Config) { c.MaxEpochHistory = 1 }},

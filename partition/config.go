@@ -18,6 +18,8 @@ const (
 	maxRegionBytes = 255
 	// maxReplicas bounds the regions of one partition.
 	maxReplicas = 16
+	// maxContactBackoff bounds Config.MaxContactBackoff.
+	maxContactBackoff = 5 * time.Minute
 )
 
 // Config is the configuration of a Host: the limits and timings shared by
@@ -66,6 +68,17 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// RetransmitTimeout: ops unacknowledged this long are sent again.
 	RetransmitTimeout time.Duration
+	// MaxContactBackoff caps how far apart the write region's probes of a
+	// follower that stopped answering get. A follower that has left a
+	// RetransmitTimeout's worth of heartbeats unanswered is probed at
+	// doubling intervals up to this cap, with no window retransmissions
+	// meanwhile, so that a dead region costs each partition O(1/cap)
+	// messages instead of one per HeartbeatInterval. Any answer from the
+	// follower (including the one a restarted follower sends unasked)
+	// ends the backoff and resends the window at once, so the cap bounds
+	// how late catch-up can start after a silent follower comes back.
+	// Equal to HeartbeatInterval: no backoff.
+	MaxContactBackoff time.Duration
 	// CommitTimeout: a write not committed this long gets ErrUnknownOutcome
 	// (the op stays in the log and may still commit).
 	CommitTimeout time.Duration
@@ -107,6 +120,7 @@ const (
 	DefaultCompactStepOps     = 256
 	DefaultHeartbeatInterval  = 100 * time.Millisecond
 	DefaultRetransmitTimeout  = 500 * time.Millisecond
+	DefaultMaxContactBackoff  = 4 * time.Second
 	DefaultCommitTimeout      = 10 * time.Second
 	DefaultSnapshotChunkBytes = 1 << 20
 	DefaultMaxEpochHistory    = 32
@@ -131,6 +145,7 @@ func DefaultConfig(region Region, boot uint64) Config {
 		CompactStepOps:     DefaultCompactStepOps,
 		HeartbeatInterval:  DefaultHeartbeatInterval,
 		RetransmitTimeout:  DefaultRetransmitTimeout,
+		MaxContactBackoff:  DefaultMaxContactBackoff,
 		CommitTimeout:      DefaultCommitTimeout,
 		SnapshotChunkBytes: DefaultSnapshotChunkBytes,
 		MaxEpochHistory:    DefaultMaxEpochHistory,
@@ -173,6 +188,10 @@ func (c Config) Validate() error {
 		return configErr("HeartbeatInterval", "must be positive, got %v", c.HeartbeatInterval)
 	case c.RetransmitTimeout < c.HeartbeatInterval:
 		return configErr("RetransmitTimeout", "%v is below HeartbeatInterval %v", c.RetransmitTimeout, c.HeartbeatInterval)
+	case c.MaxContactBackoff < c.HeartbeatInterval:
+		return configErr("MaxContactBackoff", "%v is below HeartbeatInterval %v", c.MaxContactBackoff, c.HeartbeatInterval)
+	case c.MaxContactBackoff > maxContactBackoff:
+		return configErr("MaxContactBackoff", "%v exceeds %v: a follower back from an outage could wait that long for its first probe", c.MaxContactBackoff, maxContactBackoff)
 	case c.CommitTimeout < c.RetransmitTimeout:
 		return configErr("CommitTimeout", "%v is below RetransmitTimeout %v", c.CommitTimeout, c.RetransmitTimeout)
 	case c.SnapshotChunkBytes < c.MaxOpBytes+64 || c.SnapshotChunkBytes > 64<<20:

@@ -24,6 +24,7 @@ func (r *Replica) fence(e Epoch, writeRegion Region) error {
 		return &RedirectError{Partition: r.id, Epoch: r.epoch, WriteRegion: r.writeRegion, Reason: ReasonStaleEpoch, RequestEpoch: e}
 	case e > r.epoch:
 		r.adoptEpoch(e, writeRegion, "fence")
+		r.fol.announce = true
 		return nil
 	}
 	if r.role == RoleLeader {
@@ -150,6 +151,9 @@ func (r *Replica) catchUp(now time.Duration, reg Region, from LSN) error {
 		f.match = min(f.match, f.next-1)
 		f.lastReset = now
 	}
+	// The control plane knows the region is back: contact it now, not at
+	// the end of a backoff.
+	f.silent = 0
 	r.markDirty()
 	return nil
 }

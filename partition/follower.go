@@ -24,6 +24,9 @@ func (r *Replica) step(now time.Duration, m *Message) {
 			wr = m.WriteRegion
 		}
 		r.adoptEpoch(m.Epoch, wr, "message from "+string(m.From)+" ("+m.Type.String()+")")
+		if m.Type == MsgStale {
+			r.fol.announce = true // the write region named may not be contacting us
+		}
 	}
 	switch m.Type {
 	case MsgAppend:
@@ -193,6 +196,16 @@ func (r *Replica) hintBelow(prev LSN, e Epoch) LSN {
 
 func (r *Replica) flushFollower(now time.Duration) {
 	f := &r.fol
+	if f.announce {
+		f.announce = false
+		// Match is what this replica has verified in this epoch (often
+		// 0): it only confirms, never moves the write region's view back.
+		if r.writeRegion != "" && r.writeRegion != r.region() && !r.needSnapshot && f.snapIn == nil {
+			resp := r.appendResp(now, r.writeRegion)
+			resp.Success, resp.Match = true, r.verified
+			r.h.send(resp)
+		}
+	}
 	if f.wantGrant && r.writeRegion != "" && r.writeRegion != r.region() &&
 		(f.lastProbe == 0 || now-f.lastProbe >= r.h.cfg.HeartbeatInterval) {
 		resp := r.appendResp(now, r.writeRegion)

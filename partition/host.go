@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"container/heap"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,7 +47,17 @@ type Host struct {
 	// SetLeaseGen).
 	leaseGen   uint64
 	leaseGated bool
+	// spare holds emptied Readys the driver handed back (Recycle), so that
+	// a busy host stops allocating its output slices anew per Ready.
+	spare []Ready
 }
+
+// Bounds of Ready recycling: how many spare Readys a host keeps, and the
+// largest slice it keeps (a burst must not pin a large array for good).
+const (
+	maxSpareReadys   = 4
+	maxSpareReadyCap = 1024
+)
 
 // HostStats counts what a host did; counters only grow.
 type HostStats struct {
@@ -191,7 +200,7 @@ func (h *Host) Open(now time.Duration, rec Recovered) error {
 		return err
 	}
 	h.reps[rec.Partition] = r
-	if r.leader != nil {
+	if r.leader != nil || r.fol.announce {
 		r.markDirty()
 	}
 	h.schedule(now, r)
@@ -380,10 +389,21 @@ func (h *Host) Progress(p ID) (Progress, error) {
 	return r.progress(), nil
 }
 
+// ProgressWithoutHistory is Progress with History left nil: for drivers
+// that read a replica's positions after every change it makes and have no
+// use for the epoch history, which Progress copies each time.
+func (h *Host) ProgressWithoutHistory(p ID) (Progress, error) {
+	r, err := h.replica(p)
+	if err != nil {
+		return Progress{}, err
+	}
+	return r.progressWith(false), nil
+}
+
 // Tick fires the timers due at now.
 func (h *Host) Tick(now time.Duration) {
 	for h.timers.Len() > 0 && h.timers[0].at <= now {
-		e := heap.Pop(&h.timers).(timerEntry)
+		e := h.timers.pop()
 		r := e.r
 		if r.h == nil || r.timerAt != e.at {
 			continue // stale entry
@@ -401,7 +421,7 @@ func (h *Host) NextDeadline() (time.Duration, bool) {
 		if e.r.h != nil && e.r.timerAt == e.at {
 			return e.at, true
 		}
-		heap.Pop(&h.timers)
+		h.timers.pop()
 	}
 	return 0, false
 }
@@ -413,7 +433,7 @@ func (h *Host) schedule(now time.Duration, r *Replica) {
 		return
 	}
 	r.timerAt = d
-	heap.Push(&h.timers, timerEntry{at: d, r: r})
+	h.timers.push(timerEntry{at: d, r: r})
 }
 
 // HasReady reports whether Ready would return anything.
@@ -459,6 +479,11 @@ func (h *Host) Ready(now time.Duration) Ready {
 	}
 	rd := h.rd
 	h.rd = Ready{}
+	if n := len(h.spare); n > 0 {
+		h.rd = h.spare[n-1]
+		h.spare[n-1] = Ready{}
+		h.spare = h.spare[:n-1]
+	}
 	h.stats.Readys++
 	h.stats.Writes += uint64(len(rd.Writes))
 	h.stats.Messages += uint64(len(rd.Messages))
@@ -484,6 +509,47 @@ func (h *Host) withholdAcksWithoutLease(now time.Duration) {
 		rp.Token = Token{}
 		h.stats.AcksWithheld++
 	}
+}
+
+// Recycle hands back a Ready the driver is completely done with (writes
+// committed, reads run, messages sent: nothing of it is referenced any
+// more) so that the host reuses its slices. Optional: a driver that never
+// calls it only allocates more.
+func (h *Host) Recycle(rd *Ready) {
+	// The next Ready's output is being collected already: slices it has
+	// not started are adopted at once, the rest wait as a spare.
+	sp := Ready{
+		Writes:   adopt(&h.rd.Writes, recycled(rd.Writes)),
+		Reads:    adopt(&h.rd.Reads, recycled(rd.Reads)),
+		Fetches:  adopt(&h.rd.Fetches, recycled(rd.Fetches)),
+		Messages: adopt(&h.rd.Messages, recycled(rd.Messages)),
+		Replies:  adopt(&h.rd.Replies, recycled(rd.Replies)),
+		Done:     adopt(&h.rd.Done, recycled(rd.Done)),
+	}
+	*rd = Ready{}
+	if len(h.spare) < maxSpareReadys && (sp.Writes != nil || sp.Messages != nil || sp.Replies != nil) {
+		h.spare = append(h.spare, sp)
+	}
+}
+
+// adopt installs s as *dst if *dst has no array yet and reports nil;
+// otherwise it returns s.
+func adopt[T any](dst *[]T, s []T) []T {
+	if cap(*dst) == 0 && s != nil {
+		*dst = s
+		return nil
+	}
+	return s
+}
+
+// recycled empties s for reuse (dropping what its elements reference), or
+// returns nil if it is too large to keep.
+func recycled[T any](s []T) []T {
+	if cap(s) > maxSpareReadyCap {
+		return nil
+	}
+	clear(s)
+	return s[:0]
 }
 
 // Advance tells the host that rd's writes are durable.
@@ -525,21 +591,62 @@ type timerEntry struct {
 	r  *Replica
 }
 
+// timerHeap is a binary min-heap by (time, partition), typed so that
+// pushing and popping box nothing (container/heap's interface did, once
+// per timer armed).
 type timerHeap []timerEntry
 
 func (t timerHeap) Len() int { return len(t) }
-func (t timerHeap) Less(i, j int) bool {
-	if t[i].at != t[j].at {
-		return t[i].at < t[j].at
+
+func (a *timerEntry) before(b *timerEntry) bool {
+	if a.at != b.at {
+		return a.at < b.at
 	}
-	return t[i].r.id < t[j].r.id
+	return a.r.id < b.r.id
 }
-func (t timerHeap) Swap(i, j int) { t[i], t[j] = t[j], t[i] }
-func (t *timerHeap) Push(x any)   { *t = append(*t, x.(timerEntry)) }
-func (t *timerHeap) Pop() any {
-	old := *t
-	e := old[len(old)-1]
-	old[len(old)-1] = timerEntry{}
-	*t = old[:len(old)-1]
-	return e
+
+func (t *timerHeap) push(e timerEntry) {
+	*t = append(*t, e)
+	h := *t
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !e.before(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = e
+}
+
+func (t *timerHeap) pop() timerEntry {
+	h := *t
+	top := h[0]
+	n := len(h) - 1
+	x := h[n]
+	h[n] = timerEntry{}
+	h = h[:n]
+	*t = h
+	if n == 0 {
+		return top
+	}
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		c := l
+		if r := l + 1; r < n && h[r].before(&h[l]) {
+			c = r
+		}
+		if !h[c].before(&x) {
+			break
+		}
+		h[i] = h[c]
+		i = c
+	}
+	h[i] = x
+	return top
 }

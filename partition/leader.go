@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -53,6 +54,59 @@ type follower struct {
 	fetching bool
 	needSnap bool
 	snap     *snapOut
+
+	// silent counts the contacts that asked this follower for an answer
+	// (heartbeats wanting an ack, window retransmissions) since it last
+	// answered anything; it saturates. It drives contactBackoff.
+	silent uint8
+}
+
+// contactBackoff is the spacing of timer-driven contacts with a follower
+// that stopped answering: 0 while it answers, and for the first
+// RetransmitTimeout's worth of heartbeats after it falls silent (a WAN
+// round trip plus a lost message or two must not slow replication); then
+// HeartbeatInterval doubled per further unanswered contact, capped at
+// MaxContactBackoff. A dead region thus costs each partition a probe per
+// cap instead of ten heartbeats and two window resends a second.
+func (f *follower) contactBackoff(cfg *Config) time.Duration {
+	if cfg.MaxContactBackoff <= cfg.HeartbeatInterval {
+		return 0
+	}
+	free := max(1, int(cfg.RetransmitTimeout/cfg.HeartbeatInterval))
+	n := int(f.silent) - free
+	if n <= 0 {
+		return 0
+	}
+	if n >= 32 || cfg.HeartbeatInterval<<n >= cfg.MaxContactBackoff {
+		return cfg.MaxContactBackoff
+	}
+	return cfg.HeartbeatInterval << n
+}
+
+// contacted records a contact that asks f for an answer.
+func (f *follower) contacted() {
+	if f.silent < math.MaxUint8 {
+		f.silent++
+	}
+}
+
+// heard ends f's silence. It reports whether f was backed off: what was
+// sent meanwhile was most likely lost, so the caller resends the window
+// at once instead of a RetransmitTimeout later.
+func (r *Replica) heard(f *follower) bool {
+	backedOff := f.contactBackoff(&r.h.cfg) > 0
+	f.silent = 0
+	return backedOff
+}
+
+// resendWindow rewinds f to resend every op not known to have arrived
+// (go-back-N from the acknowledged or presumed position).
+func (r *Replica) resendWindow(now time.Duration, f *follower) {
+	f.next = max(f.match+1, min(f.floor, f.next))
+	r.h.stats.Retransmits++
+	f.lastReset = now
+	f.fetching = false
+	r.markDirty()
 }
 
 // heartbeatPrev is the position a heartbeat checks: the known match, or the
@@ -481,6 +535,7 @@ func (r *Replica) onAppendResp(now time.Duration, m *Message) {
 	if f == nil {
 		return
 	}
+	backedOff := r.heard(f)
 	if m.ProbeBoot != 0 && (m.ProbeBoot != f.probeBoot || m.Probe > f.probe) {
 		f.probeBoot, f.probe, f.probeNew = m.ProbeBoot, m.Probe, true
 	}
@@ -510,6 +565,9 @@ func (r *Replica) onAppendResp(now time.Duration, m *Message) {
 		}
 		if f.next <= f.match {
 			f.next = f.match + 1
+		}
+		if backedOff && f.snap == nil && f.inflight() > 0 {
+			r.resendWindow(now, f)
 		}
 		r.advanceCommit()
 		if len(r.leader.held) > 0 {
@@ -543,6 +601,9 @@ func (r *Replica) onAppendResp(now time.Duration, m *Message) {
 		f.lastReset = now
 		r.markDirty()
 	}
+	if backedOff && f.snap == nil && f.inflight() > 0 {
+		r.resendWindow(now, f)
+	}
 }
 
 func (r *Replica) tickLeader(now time.Duration) {
@@ -554,17 +615,22 @@ func (r *Replica) tickLeader(now time.Duration) {
 			r.tickSnapshot(now, f)
 			continue
 		}
-		if f.inflight() > 0 && now-f.lastAck >= cfg.RetransmitTimeout && now-f.lastReset >= cfg.RetransmitTimeout {
-			f.next = max(f.match+1, min(f.floor, f.next))
-			r.h.stats.Retransmits++
-			f.lastReset = now
-			f.fetching = false
-			r.markDirty()
+		// A backed-off follower gets probes only: resending a window
+		// nobody acknowledges is the cost the backoff exists to avoid, and
+		// its first answer rewinds the window anyway (heard).
+		backoff := f.contactBackoff(cfg)
+		if backoff == 0 && f.inflight() > 0 && now-f.lastAck >= cfg.RetransmitTimeout && now-f.lastReset >= cfg.RetransmitTimeout {
+			r.resendWindow(now, f)
+			f.contacted()
 		}
 		// Heartbeats carry commit positions, and keep contacting a follower
 		// not known to be caught up (it may not know this epoch yet).
-		if now-f.lastSend >= cfg.HeartbeatInterval && (f.sentCommit < r.commit || f.sentStable < r.stable || f.match < r.last) {
-			r.sendAppend(now, f, f.heartbeatPrev(), nil)
+		if now-f.lastSend >= max(cfg.HeartbeatInterval, backoff) && (f.sentCommit < r.commit || f.sentStable < r.stable || f.match < r.last) {
+			prev := f.heartbeatPrev()
+			r.sendAppend(now, f, prev, nil)
+			if f.match < prev || f.match < r.last { // the heartbeat asks for an answer (WantAck)
+				f.contacted()
+			}
 			r.h.stats.Heartbeats++
 			r.markDirty()
 		}
@@ -600,11 +666,12 @@ func (r *Replica) leaderDeadline(now time.Duration) time.Duration {
 			at(f.snap.sentAt + cfg.RetransmitTimeout)
 			continue
 		}
-		if f.inflight() > 0 {
+		backoff := f.contactBackoff(cfg)
+		if f.inflight() > 0 && backoff == 0 {
 			at(max(f.lastAck, f.lastReset) + cfg.RetransmitTimeout)
 		}
 		if f.sentCommit < r.commit || f.sentStable < r.stable || f.match < r.last {
-			at(f.lastSend + cfg.HeartbeatInterval)
+			at(f.lastSend + max(cfg.HeartbeatInterval, backoff))
 		}
 	}
 	if len(l.pending) > 0 {

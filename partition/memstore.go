@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -19,6 +20,7 @@ type MemStore struct {
 	kv      memKV
 	closed  bool
 	commits uint64
+	undo    []memUndo // scratch undo log of Commit
 	// failNext, if set, makes the next Commit fail (fault injection).
 	failNext error
 }
@@ -26,7 +28,7 @@ type MemStore struct {
 var _ AsyncStore = (*MemStore)(nil)
 
 // NewMemStore returns an empty store.
-func NewMemStore() *MemStore { return &MemStore{kv: memKV{buckets: map[string]*memBucket{}}} }
+func NewMemStore() *MemStore { return &MemStore{kv: memKV{buckets: map[uint64]*memBucket{}}} }
 
 func (s *MemStore) check(op string) error {
 	if s.closed {
@@ -69,9 +71,18 @@ func (s *MemStore) Commit(ws []Write) error {
 		s.failNext = nil
 		return fmt.Errorf("memstore: commit: %w", err)
 	}
-	b := &memBatch{kv: &s.kv}
-	if err := ApplyWrites(b, ws); err != nil {
+	// The undo log's array is reused from commit to commit.
+	b := &memBatch{kv: &s.kv, undo: s.undo[:0]}
+	err := ApplyWrites(b, ws)
+	if err != nil {
 		b.rollback()
+	}
+	clear(b.undo)
+	s.undo = b.undo[:0]
+	if cap(s.undo) > maxMemUndo {
+		s.undo = nil
+	}
+	if err != nil {
 		return fmt.Errorf("memstore: commit: %w", err)
 	}
 	s.commits++
@@ -153,14 +164,11 @@ func (s *MemStore) Reopen() *MemStore {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := NewMemStore()
-	for p, b := range s.kv.buckets {
-		nb := &memBucket{keys: append([]string(nil), b.keys...), vals: make(map[string][]byte, len(b.vals))}
-		for k, v := range b.vals {
-			nb.vals[k] = v // values are never mutated in place
-		}
-		n.kv.buckets[p] = nb
+	for id, b := range s.kv.buckets {
+		// Values are never mutated in place: the copy may share them.
+		n.kv.buckets[id] = &memBucket{ents: slices.Clone(b.ents)}
 	}
-	n.kv.prefixes = append([]string(nil), s.kv.prefixes...)
+	n.kv.prefixes = s.kv.prefixes.clone()
 	return n
 }
 
@@ -193,16 +201,58 @@ func (s *MemStore) RawKeys(prefix []byte) [][]byte {
 }
 
 // memKV is an ordered map bucketed by the 6-byte partition-section prefix:
-// each bucket is a sorted key slice plus a map, so log appends (at a
-// bucket's end) are cheap and ranges never cross many buckets.
+// each bucket is one slice of entries sorted by key, so log appends (at a
+// bucket's end) are cheap, ranges never cross many buckets, and an idle
+// partition's few records cost a few words each (a map per bucket cost
+// several hundred bytes even for one record).
 type memKV struct {
-	buckets  map[string]*memBucket
-	prefixes []string // sorted bucket prefixes
+	buckets  map[uint64]*memBucket // by bucketID of the prefix
+	prefixes prefixList            // sorted bucket prefixes
+	// recent are the buckets used last, with their ids: a commit writes a
+	// partition's log, apply-state, meta and data records in a row, and
+	// the map lookup (tens of thousands of buckets) missed the CPU cache
+	// each time.
+	recent   [memRecent]*memBucket
+	recentID [memRecent]uint64
+	nextSlot int
+}
+
+// memRecent is how many recently used buckets a memKV remembers.
+const memRecent = 4
+
+// bucketID packs a bucket prefix (at most prefixLen bytes) and its length
+// into a map key: hashing and comparing a word instead of a string.
+func bucketID(p string) uint64 {
+	var id uint64
+	for i := 0; i < len(p); i++ {
+		id |= uint64(p[i]) << (56 - 8*i)
+	}
+	return id | uint64(len(p))
+}
+
+// bucket returns the bucket of prefix p (nil if none).
+func (m *memKV) bucket(p string) *memBucket {
+	id := bucketID(p)
+	for i := range m.recent {
+		if m.recentID[i] == id && m.recent[i] != nil {
+			return m.recent[i]
+		}
+	}
+	b := m.buckets[id]
+	if b != nil {
+		m.recent[m.nextSlot], m.recentID[m.nextSlot] = b, id
+		m.nextSlot = (m.nextSlot + 1) % memRecent
+	}
+	return b
 }
 
 type memBucket struct {
-	keys []string // sorted
-	vals map[string][]byte
+	ents []memEnt // sorted by key
+}
+
+type memEnt struct {
+	k string
+	v []byte // never mutated in place: Set stores a copy
 }
 
 func bucketOf(k []byte) string {
@@ -212,78 +262,108 @@ func bucketOf(k []byte) string {
 	return string(k)
 }
 
-func (m *memKV) Get(k []byte) ([]byte, bool, error) {
-	b := m.buckets[bucketOf(k)]
-	if b == nil {
-		return nil, false, nil
+// search returns the index of the first entry with key >= k.
+func (b *memBucket) search(k string) int {
+	n := len(b.ents)
+	if n > 0 && b.ents[n-1].k < k {
+		return n // appends land here without a search
 	}
-	v, ok := b.vals[string(k)]
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if b.ents[m].k < k {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+func (m *memKV) Get(k []byte) ([]byte, bool, error) {
+	v, ok := m.get(string(k))
 	return v, ok, nil
 }
 
-func (m *memKV) Set(k, v []byte) error {
-	bp := bucketOf(k)
-	b := m.buckets[bp]
+func (m *memKV) get(k string) ([]byte, bool) {
+	b := m.bucket(bucketOfStr(k))
 	if b == nil {
-		b = &memBucket{vals: map[string][]byte{}}
-		m.buckets[bp] = b
-		i := sort.SearchStrings(m.prefixes, bp)
-		m.prefixes = append(m.prefixes, "")
-		copy(m.prefixes[i+1:], m.prefixes[i:])
-		m.prefixes[i] = bp
+		return nil, false
 	}
-	ks := string(k)
-	if _, ok := b.vals[ks]; !ok {
-		n := len(b.keys)
-		if n == 0 || b.keys[n-1] < ks {
-			b.keys = append(b.keys, ks)
-		} else {
-			i := sort.SearchStrings(b.keys, ks)
-			b.keys = append(b.keys, "")
-			copy(b.keys[i+1:], b.keys[i:])
-			b.keys[i] = ks
-		}
+	i := b.search(k)
+	if i < len(b.ents) && b.ents[i].k == k {
+		return b.ents[i].v, true
 	}
-	b.vals[ks] = bytes.Clone(v)
+	return nil, false
+}
+
+func bucketOfStr(k string) string {
+	if len(k) > prefixLen {
+		return k[:prefixLen]
+	}
+	return k
+}
+
+func (m *memKV) Set(k, v []byte) error {
+	m.set(string(k), bytes.Clone(v))
 	return nil
 }
 
-func (m *memKV) Delete(k []byte) error {
-	b := m.buckets[bucketOf(k)]
+// set stores v (owned by the store from now on) under k.
+func (m *memKV) set(k string, v []byte) {
+	bp := bucketOfStr(k)
+	b := m.bucket(bp)
 	if b == nil {
-		return nil
+		b = &memBucket{}
+		m.buckets[bucketID(bp)] = b
+		m.prefixes.insert(bp)
 	}
-	ks := string(k)
-	if _, ok := b.vals[ks]; !ok {
-		return nil
+	i := b.search(k)
+	if i < len(b.ents) && b.ents[i].k == k {
+		b.ents[i].v = v
+		return
 	}
-	delete(b.vals, ks)
-	i := sort.SearchStrings(b.keys, ks)
-	b.keys = append(b.keys[:i], b.keys[i+1:]...)
+	b.ents = slices.Insert(b.ents, i, memEnt{k: k, v: v})
+}
+
+func (m *memKV) Delete(k []byte) error {
+	m.del(string(k))
 	return nil
+}
+
+func (m *memKV) del(k string) {
+	b := m.bucket(bucketOfStr(k))
+	if b == nil {
+		return
+	}
+	i := b.search(k)
+	if i < len(b.ents) && b.ents[i].k == k {
+		b.ents = slices.Delete(b.ents, i, i+1)
+	}
+}
+
+// span returns the prefixes of the buckets that may hold keys in [lo, hi).
+func (m *memKV) span(lo, hi []byte) []string {
+	return m.prefixes.between(bucketOf(lo), string(hi), nil)
 }
 
 // each calls fn for keys in [lo, hi), ascending (reverse if rev).
 func (m *memKV) each(lo, hi []byte, rev bool, fn func(k string, v []byte) bool) {
-	start := sort.SearchStrings(m.prefixes, bucketOf(lo))
-	end := start
-	for end < len(m.prefixes) && m.prefixes[end] < string(hi) {
-		end++
-	}
+	ps := m.span(lo, hi)
+	start, end := 0, len(ps)
 	visit := func(bi int) bool {
-		b := m.buckets[m.prefixes[bi]]
-		i := sort.SearchStrings(b.keys, string(lo))
-		j := sort.SearchStrings(b.keys, string(hi))
+		b := m.bucket(ps[bi])
+		i, j := b.search(string(lo)), b.search(string(hi))
 		if rev {
 			for x := j - 1; x >= i; x-- {
-				if !fn(b.keys[x], b.vals[b.keys[x]]) {
+				if !fn(b.ents[x].k, b.ents[x].v) {
 					return false
 				}
 			}
 			return true
 		}
 		for x := i; x < j; x++ {
-			if !fn(b.keys[x], b.vals[b.keys[x]]) {
+			if !fn(b.ents[x].k, b.ents[x].v) {
 				return false
 			}
 		}
@@ -333,13 +413,84 @@ func (m *memKV) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
 	return nil
 }
 
+// DeleteRange removes [lo, hi) with one splice per bucket (log
+// compaction drops hundreds of keys at a bucket's front at once).
 func (m *memKV) DeleteRange(lo, hi []byte) error {
-	var ks []string
-	m.each(lo, hi, false, func(k string, _ []byte) bool { ks = append(ks, k); return true })
-	for _, k := range ks {
-		_ = m.Delete([]byte(k))
+	for _, p := range m.span(lo, hi) {
+		b := m.bucket(p)
+		i, j := b.search(string(lo)), b.search(string(hi))
+		if i < j {
+			b.ents = slices.Delete(b.ents, i, j)
+		}
 	}
 	return nil
+}
+
+// prefixList is a sorted set of strings (the bucket prefixes) kept in
+// chunks of up to 2*prefixChunk: a bucket created in the middle of
+// hundreds of thousands (a partition's first data write, in random
+// partition order) costs a chunk's copy instead of the whole set's, which
+// made a 100k-partition run quadratic.
+type prefixList struct {
+	chunks [][]string // each sorted and non-empty; chunk i ends below chunk i+1
+}
+
+const prefixChunk = 256
+
+// seek returns the position of the first string >= s.
+func (l *prefixList) seek(s string) (ci, i int) {
+	ci = sort.Search(len(l.chunks), func(c int) bool {
+		ch := l.chunks[c]
+		return ch[len(ch)-1] >= s
+	})
+	if ci == len(l.chunks) {
+		return ci, 0
+	}
+	return ci, sort.SearchStrings(l.chunks[ci], s)
+}
+
+// insert adds s, which must not be present.
+func (l *prefixList) insert(s string) {
+	ci, i := l.seek(s)
+	if ci == len(l.chunks) {
+		if ci == 0 {
+			l.chunks = append(l.chunks, []string{s})
+			return
+		}
+		ci--
+		i = len(l.chunks[ci])
+	}
+	ch := slices.Insert(l.chunks[ci], i, s)
+	if len(ch) > 2*prefixChunk {
+		right := slices.Clone(ch[prefixChunk:])
+		clear(ch[prefixChunk:])
+		ch = ch[:prefixChunk]
+		l.chunks = slices.Insert(l.chunks, ci+1, right)
+	}
+	l.chunks[ci] = ch
+}
+
+// between appends to buf the strings in [lo, hi), ascending.
+func (l *prefixList) between(lo, hi string, buf []string) []string {
+	ci, i := l.seek(lo)
+	for ; ci < len(l.chunks); ci, i = ci+1, 0 {
+		ch := l.chunks[ci]
+		for ; i < len(ch); i++ {
+			if ch[i] >= hi {
+				return buf
+			}
+			buf = append(buf, ch[i])
+		}
+	}
+	return buf
+}
+
+func (l *prefixList) clone() prefixList {
+	c := prefixList{chunks: make([][]string, len(l.chunks))}
+	for i, ch := range l.chunks {
+		c.chunks[i] = slices.Clone(ch)
+	}
+	return c
 }
 
 // memBatch writes straight into a memKV, keeping what it overwrote so that
@@ -350,14 +501,17 @@ type memBatch struct {
 }
 
 type memUndo struct {
-	k       []byte
+	k       string
 	v       []byte
 	existed bool
 }
 
-func (b *memBatch) save(k []byte) {
-	v, ok, _ := b.kv.Get(k)
-	b.undo = append(b.undo, memUndo{k: bytes.Clone(k), v: v, existed: ok})
+// maxMemUndo bounds the undo log array a MemStore keeps between commits.
+const maxMemUndo = 4096
+
+func (b *memBatch) save(k string) {
+	v, ok := b.kv.get(k)
+	b.undo = append(b.undo, memUndo{k: k, v: v, existed: ok})
 }
 
 func (b *memBatch) Get(k []byte) ([]byte, bool, error) { return b.kv.Get(k) }
@@ -369,34 +523,37 @@ func (b *memBatch) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error
 	return b.kv.Scan(lo, hi, fn)
 }
 
+// Set and Delete convert the key to a string once, for both the undo log
+// and the store.
 func (b *memBatch) Set(k, v []byte) error {
-	b.save(k)
-	return b.kv.Set(k, v)
+	ks := string(k)
+	b.save(ks)
+	b.kv.set(ks, bytes.Clone(v))
+	return nil
 }
 
 func (b *memBatch) Delete(k []byte) error {
-	b.save(k)
-	return b.kv.Delete(k)
+	ks := string(k)
+	b.save(ks)
+	b.kv.del(ks)
+	return nil
 }
 
 func (b *memBatch) DeleteRange(lo, hi []byte) error {
-	var ks [][]byte
-	b.kv.each(lo, hi, false, func(k string, _ []byte) bool { ks = append(ks, []byte(k)); return true })
-	for _, k := range ks {
-		if err := b.Delete(k); err != nil {
-			return err
-		}
-	}
-	return nil
+	b.kv.each(lo, hi, false, func(k string, v []byte) bool {
+		b.undo = append(b.undo, memUndo{k: k, v: v, existed: true})
+		return true
+	})
+	return b.kv.DeleteRange(lo, hi)
 }
 
 func (b *memBatch) rollback() {
 	for i := len(b.undo) - 1; i >= 0; i-- {
 		u := b.undo[i]
 		if u.existed {
-			_ = b.kv.Set(u.k, u.v)
+			b.kv.set(u.k, u.v) // the value saved is never mutated: no copy
 		} else {
-			_ = b.kv.Delete(u.k)
+			b.kv.del(u.k)
 		}
 	}
 	b.undo = nil

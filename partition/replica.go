@@ -77,6 +77,12 @@ type followerState struct {
 	wantGrant  bool
 	lastProbe  time.Duration
 	snapIn     *snapIn
+	// announce: tell the write region this replica is here (an answer it
+	// did not ask for). Set when the replica learns its write region other
+	// than from that region's own message (a restart, a fence, a stale
+	// reply), so that a write region that backed off from it while it was
+	// gone resumes replication now rather than at its next probe.
+	announce bool
 }
 
 type snapIn struct {
@@ -163,6 +169,9 @@ func (r *Replica) recover(now time.Duration, rec *Recovered) error {
 		r.tail = rec.Tail
 	} else if !r.needSnapshot && r.last != r.applied {
 		return fmt.Errorf("partition %d: %w", r.id, corruptf("recovered no tail for (%d, %d]", r.applied, r.last))
+	}
+	if !r.role.writeRegion() {
+		r.fol.announce = true
 	}
 	if r.role.writeRegion() {
 		r.tailAt = make([]time.Duration, len(r.tail))
@@ -599,14 +608,20 @@ func (r *Replica) tick(now time.Duration) {
 
 // ----- progress -----
 
-func (r *Replica) progress() Progress {
+func (r *Replica) progress() Progress { return r.progressWith(true) }
+
+func (r *Replica) progressWith(history bool) Progress {
 	p := Progress{
 		Partition: r.id, Region: r.region(), Epoch: r.epoch, Role: r.role, WriteRegion: r.writeRegion,
 		LastLSN: r.last, LastEpoch: r.lastEpoch, CommitLSN: r.commit, AppliedLSN: r.applied,
 		StableLSN: r.stable, LogBase: r.logBase, NeedSnapshot: r.needSnapshot,
-		History: r.hist.clone(), Level: r.level, Quorum: r.wq,
+		Level: r.level, Quorum: r.wq,
+	}
+	if history {
+		p.History = r.hist.clone()
 	}
 	if r.leader != nil {
+		p.Followers = make([]FollowerProgress, 0, len(r.leader.followers))
 		for i := range r.leader.followers {
 			f := &r.leader.followers[i]
 			p.Followers = append(p.Followers, FollowerProgress{Region: f.region, Match: f.match, Next: f.next, Snapshot: f.snap != nil})

@@ -76,6 +76,7 @@ func (r *Replica) onSnapshotResp(now time.Duration, m *Message) {
 	if f == nil || f.snap == nil {
 		return
 	}
+	r.heard(f) // the snapshot's own timer resends chunks; only the silence ends
 	s := f.snap
 	if s.chunk == nil || m.Seq != s.seq {
 		return

@@ -13,7 +13,9 @@ import (
 // TestFailoverMemoryPerPartition measures the heap one partition costs on
 // one node once the world is set up: its failover manager entry (with the
 // cached register value), its partition replica and store records, and
-// its acceptor record. It logs the figure and checks a loose bound.
+// its acceptor record. It logs the figure and checks it against the goal.
+// The simulated DNS path is left out: its publishers and resolvers model
+// servers outside the nodes (~550 B per partition per node in the sim).
 func TestFailoverMemoryPerPartition(t *testing.T) {
 	const parts = 2000
 	var before, after runtime.MemStats
@@ -21,7 +23,8 @@ func TestFailoverMemoryPerPartition(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	fw, err := newFoWorld(Config{Seed: 1, LivenessBound: time.Minute, CheckTimeout: time.Second}.withDefaults(),
 		foSpec{regions: 3, nodesPerRegion: 1, partitions: parts, profile: failover.FastConfig(), writeShare: []float64{0.6, 0.25, 0.15},
-			minDurability: 1, clientsPerPartition: 0, thinkMin: time.Second, thinkMax: 2 * time.Second, maxHistory: 1})
+			minDurability: 1, clientsPerPartition: 0, thinkMin: time.Second, thinkMax: 2 * time.Second, maxHistory: 1,
+			noDNS: true})
 	require.NoError(t, err)
 	require.True(t, fw.initRegisters(time.Minute))
 	fw.e.run(fw.now() + 10*time.Second)
@@ -29,6 +32,8 @@ func TestFailoverMemoryPerPartition(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perReplica := float64(after.HeapAlloc-before.HeapAlloc) / float64(parts*len(fw.nodes))
 	t.Logf("heap per partition per node (manager + replica + store + acceptor): %.0f bytes", perReplica)
-	require.Less(t, perReplica, 16384.0)
+	// The goal is 4 KiB (issue 5; 3.9 KB measured when this bound was
+	// set): the bound leaves room for noise, not for a regression.
+	require.Less(t, perReplica, 4608.0)
 	runtime.KeepAlive(fw)
 }

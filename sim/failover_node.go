@@ -19,6 +19,9 @@ const (
 	foEvDisk
 )
 
+// foTickGrain is the resolution of a node's host timer.
+const foTickGrain = 10 * time.Millisecond
+
 // foNode drives one node's failover.Manager and partition.Host. It owns
 // no decision: it hands the cores messages, time and disk results and
 // carries out what their Ready asks.
@@ -38,13 +41,20 @@ type foNode struct {
 	batchStart, batchDone time.Duration
 	// maxDiskQueue is the longest wait a Ready had for its fsync.
 	maxDiskQueue time.Duration
+	// inflight[inflightHead:] are the Readys waiting for their fsync, in
+	// order; popping advances the head (a shift per pop was quadratic in
+	// the queue, which grows long with tens of thousands of partitions).
 	inflight     []partition.Ready
+	inflightHead int
 	hostEv       EventID
 	mgrEv        EventID
-	lease        time.Duration
+	// hostAt and mgrAt are the local deadlines hostEv and mgrEv were armed for.
+	hostAt, mgrAt time.Duration
+	lease         time.Duration
 
-	dirty   []int
-	isDirty map[int]bool
+	dirty      []int
+	dirtySpare []int
+	isDirty    []bool // by partition index: one byte each, where a map cost tens
 	// inflightCAS is the proposal each partition has at this node's proposer.
 	inflightCAS map[int]failover.Proposal
 	pumping     bool
@@ -74,8 +84,8 @@ func (n *foNode) boot(first bool) error {
 	}
 	n.mgr, n.host = mgr, h
 	n.fed = true
-	n.isDirty = make(map[int]bool)
-	n.dirty, n.inflight, n.lease = nil, nil, 0
+	n.isDirty = make([]bool, len(fw.parts))
+	n.dirty, n.inflight, n.inflightHead, n.lease = nil, nil, 0, 0
 	clear(n.inflightCAS)
 	n.diskFree = fw.now()
 	n.batchStart, n.batchDone = 0, 0
@@ -132,7 +142,7 @@ func sortedRegions(rs []failover.RegionNode) []quorum.Region {
 // Crash loses the cores and everything not on disk.
 func (n *foNode) Crash(now time.Duration) {
 	n.mgr, n.host = nil, nil
-	n.inflight = nil
+	n.inflight, n.inflightHead = nil, 0
 	n.store = n.store.Reopen()
 	n.fw.e.w.Sched.Cancel(n.hostEv)
 	n.fw.e.w.Sched.Cancel(n.mgrEv)
@@ -274,6 +284,13 @@ func (n *foNode) pump() {
 			n.diskFree = max(n.diskFree, done)
 			n.maxDiskQueue = max(n.maxDiskQueue, done-fw.now())
 			n.inflight = append(n.inflight, rd)
+			if len(rd.Writes) == 0 && len(n.inflight)-n.inflightHead == 1 && done <= fw.now() {
+				// Nothing to make durable and nothing queued before it:
+				// complete it now instead of through an event at this
+				// same instant (a third of a drill's events were these).
+				n.completeDisk()
+				continue
+			}
 			fw.e.w.Sched.At(done, NoNode, n, n.inc<<8|foEvDisk)
 		}
 		if len(n.dirty) > 0 {
@@ -310,24 +327,37 @@ func (n *foNode) pump() {
 	// A replica counts the lease only in the run its manager validated
 	// it for (a regained lease first reasserts the register).
 	n.host.SetLeaseGen(n.mgr.Liveness().LeaseGen())
+	// Re-arm the node's two timers only when their time moved: pump runs
+	// after every event the node gets, and most leave both deadlines as
+	// they were.
 	w := fw.e.w
-	if d, ok := n.host.NextDeadline(); ok {
+	if d, ok := n.host.NextDeadline(); ok && (d != n.hostAt || !w.Sched.Pending(n.hostEv)) {
+		// Host timers fire on a foTickGrain grid: thousands of partitions'
+		// heartbeat and retransmit deadlines then share tick events, at
+		// the cost of firing each up to a grain late, as a kernel timer
+		// wheel would.
+		d = (d + foTickGrain - 1) / foTickGrain * foTickGrain
+		n.hostAt = d
 		n.hostEv = w.Sched.Reschedule(n.hostEv, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvHostTick)
 	}
-	if d := n.mgr.NextDeadline(); d > 0 && d < time.Duration(1<<62) {
+	if d := n.mgr.NextDeadline(); d > 0 && d < time.Duration(1<<62) && (d != n.mgrAt || !w.Sched.Pending(n.mgrEv)) {
+		n.mgrAt = d
 		n.mgrEv = w.Sched.Reschedule(n.mgrEv, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvMgrTick)
 	}
 }
 
 // flushStatus feeds the manager the status of every replica that changed.
 func (n *foNode) flushStatus() {
+	// Double-buffered: marks made while feeding (a read-back, an action)
+	// go to the other slice, and neither is reallocated per flush.
 	dirty := n.dirty
-	n.dirty = nil
+	n.dirty, n.dirtySpare = n.dirtySpare[:0], nil
+	defer func() { n.dirtySpare = dirty[:0] }()
 	now := n.local()
 	for _, i := range dirty {
-		delete(n.isDirty, i)
+		n.isDirty[i] = false
 		p := &n.fw.parts[i]
-		pr, err := n.host.Progress(p.id)
+		pr, err := n.host.ProgressWithoutHistory(p.id) // the status needs no history
 		if err != nil {
 			continue
 		}
@@ -407,13 +437,22 @@ func (n *foNode) act(pa failover.PartitionActions) {
 
 // completeDisk makes the oldest in-flight Ready durable and acts on it.
 func (n *foNode) completeDisk() {
-	if len(n.inflight) == 0 {
+	if n.inflightHead >= len(n.inflight) {
 		return
 	}
 	fw := n.fw
-	rd := n.inflight[0]
-	n.inflight[0] = partition.Ready{}
-	n.inflight = n.inflight[1:]
+	rd := n.inflight[n.inflightHead]
+	n.inflight[n.inflightHead] = partition.Ready{}
+	n.inflightHead++
+	switch {
+	case n.inflightHead == len(n.inflight):
+		n.inflight, n.inflightHead = n.inflight[:0], 0
+	case n.inflightHead >= 64 && 2*n.inflightHead >= len(n.inflight):
+		// Reuse the front: the copy is paid for by the pops before it.
+		k := copy(n.inflight, n.inflight[n.inflightHead:])
+		clear(n.inflight[k:])
+		n.inflight, n.inflightHead = n.inflight[:k], 0
+	}
 	if len(rd.Writes) > 0 {
 		if err := n.store.Commit(rd.Writes); err != nil {
 			fw.e.viol.add(fw.now(), ViolationInvariant, "node %d commit: %v", n.idx, err)
@@ -437,6 +476,9 @@ func (n *foNode) completeDisk() {
 		fw.m.dataSent(fw, to, &m)
 		fw.data.Send(n.idx, to, m)
 	}
+	// The network copied the messages and the store the writes: the
+	// host may reuse the Ready's slices.
+	n.host.Recycle(&rd)
 }
 
 // partIndex maps a register key back to the partition's index.

@@ -36,6 +36,10 @@ type foSpec struct {
 	// breaks the tie between two data regions in the register's quorum
 	// and in the liveness votes.
 	witness bool
+	// noDNS leaves out the simulated DNS path (publishers and client
+	// resolvers model servers outside the nodes); only a world without
+	// clients may do so.
+	noDNS bool
 }
 
 // Bounds of a failover world.
@@ -49,6 +53,10 @@ const (
 	foRetryDelay     = 200 * time.Millisecond
 	foRequestTimeout = 2 * time.Second
 	foMaxAttempts    = 200
+	// foInitWindow bounds the register initialisations in flight.
+	foInitWindow = 16384
+	// foCatchUpChecks bounds the partitions a catch-up poll looks at.
+	foCatchUpChecks = 8192
 )
 
 // Tags of the register operations a node submits to its proposer.
@@ -72,14 +80,22 @@ type foWorld struct {
 	data    *Network[partition.Message]
 	nodes   []*foNode
 	parts   []foPart
+	// nodeOf is every partition's nodeOfReg in one flat array: nodeFor runs
+	// once per message, and reaching the partition's own slice missed the
+	// cache twice.
+	nodeOf  []int32
 	clients []*foClient
 	rng     *rand.Rand
 	// dns is the simulated DNS path the clients route through.
 	dns *foDNS
 
 	// reg is the newest committed register value of each partition seen
-	// anywhere (results and reads are committed values).
-	reg []foReg
+	// anywhere (results and reads are committed values); known counts the
+	// partitions with one.
+	reg   []foReg
+	known int
+	// convergeCursor is where converged starts looking.
+	convergeCursor int
 	// promoted records which region was promoted at each (partition,
 	// epoch): a second region is a violation.
 	promoted map[foEpochKey]quorum.Region
@@ -234,8 +250,13 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 		e.w.Attach(int32(i), n)
 	}
 	fw.makeClients()
-	if fw.dns, err = newFoDNS(fw, cfg.DNSTTL, cfg.DNSStale); err != nil {
-		return nil, err
+	if spec.noDNS && len(fw.clients) > 0 {
+		return nil, fmt.Errorf("%w: a failover world with clients needs its DNS path", ErrConfig)
+	}
+	if !spec.noDNS {
+		if fw.dns, err = newFoDNS(fw, cfg.DNSTTL, cfg.DNSStale); err != nil {
+			return nil, err
+		}
 	}
 	return fw, nil
 }
@@ -277,6 +298,7 @@ func (fw *foWorld) placePartitions() error {
 			return fmt.Errorf("sim: partition %d: %w", id, err)
 		}
 		fw.parts = append(fw.parts, p)
+		fw.nodeOf = append(fw.nodeOf, p.nodeOfReg...)
 	}
 	return nil
 }
@@ -296,25 +318,29 @@ func (fw *foWorld) nodeFor(i int, r quorum.Region) (int32, bool) {
 	if ri < 0 {
 		return 0, false
 	}
-	return fw.parts[i].nodeOfReg[ri], true
+	return fw.nodeOf[i*len(fw.regions)+ri], true
 }
 
 func (fw *foWorld) now() time.Duration { return fw.e.w.Now() }
 
 // initRegisters writes every partition's initial state once (InitIfAbsent)
-// and waits until all are committed and known to every manager.
+// and waits until all are committed and known to every manager. At most
+// foInitWindow initialisations are outstanding at once: the proposer
+// bounds its active keys (DefaultMaxInFlight) and refuses beyond that, so
+// a world of 100k partitions submitted at once never finished.
 func (fw *foWorld) initRegisters(bound time.Duration) bool {
 	n0 := fw.nodes[0]
-	for i := range fw.parts {
-		n0.submit(i, foTagInit, caspaxos.InitIfAbsent(fw.parts[i].init))
-	}
-	return fw.e.runUntil(fw.now()+bound, func() bool {
-		for i := range fw.reg {
-			if !fw.reg[i].have {
-				return false
-			}
+	next := 0
+	topUp := func() {
+		for next < len(fw.parts) && next-fw.known < foInitWindow {
+			n0.submit(next, foTagInit, caspaxos.InitIfAbsent(fw.parts[next].init))
+			next++
 		}
-		return true
+	}
+	topUp()
+	return fw.e.runUntil(fw.now()+bound, func() bool {
+		topUp()
+		return fw.known == len(fw.parts)
 	})
 }
 
@@ -338,6 +364,9 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, byCAS bool, 
 		}
 	}
 	old := *r
+	if !r.have {
+		fw.known++
+	}
 	r.have, r.version, r.state = true, version, s
 	if fw.dns != nil {
 		fw.dns.committed(i, version, s)
@@ -417,16 +446,23 @@ func (fw *foWorld) checkHosts() {
 // converged reports that every partition's register has every replica
 // back in the write quorum at a stable epoch and every replica follows it
 // with nothing left to replicate.
+//
+// It is polled every few milliseconds while the world settles, so each
+// call starts at the partition that failed the previous one: a failing
+// poll costs little, and only the poll that succeeds checks them all.
 func (fw *foWorld) converged() bool {
 	// The convergence check reads the stores: no Ready may still wait for
 	// its fsync (a replica's progress runs ahead of its store until then).
-	for _, n := range fw.nodes {
-		if len(n.inflight) > 0 {
+	for _, nd := range fw.nodes {
+		if len(nd.inflight) > nd.inflightHead {
 			return false
 		}
 	}
-	for i := range fw.parts {
+	n := len(fw.parts)
+	for k := range n {
+		i := (fw.convergeCursor + k) % n
 		if !fw.partConverged(i) {
+			fw.convergeCursor = i
 			return false
 		}
 	}
@@ -443,9 +479,21 @@ func (fw *foWorld) converged() bool {
 func (fw *foWorld) caughtUpSince() func() bool {
 	marked := make([]bool, len(fw.parts))
 	left := len(fw.parts)
+	cursor := 0
 	return func() bool {
-		for i := range fw.parts {
-			if !marked[i] && fw.partCaughtUp(i) {
+		// At most foCatchUpChecks partitions are looked at per poll, round
+		// robin: with 100k partitions a full scan every 10 ms of simulated
+		// time cost more than the simulation itself. Each partition is
+		// still looked at every ceil(N/foCatchUpChecks) polls.
+		checks := 0
+		for k := 0; k < len(fw.parts) && checks < foCatchUpChecks && left > 0; k++ {
+			i := cursor
+			cursor = (cursor + 1) % len(fw.parts)
+			if marked[i] {
+				continue
+			}
+			checks++
+			if fw.partCaughtUp(i) {
 				marked[i] = true
 				left--
 			}

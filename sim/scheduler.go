@@ -34,13 +34,28 @@ type EventID struct {
 func (id EventID) Valid() bool { return id.gen != 0 }
 
 type event struct {
-	at      time.Duration
-	seq     uint64
 	h       Handler
 	arg     uint64
 	node    int32
 	heapIdx int32 // position in Scheduler.heap, -1 when not pending
 	gen     uint32
+}
+
+// heapEntry is one pending event in the heap: its ordering key kept
+// inline, so that sifting compares entries next to each other instead of
+// chasing two slab indices per comparison (with tens of thousands of
+// pending events the slab does not fit in cache).
+type heapEntry struct {
+	at   time.Duration
+	seq  uint64
+	slot int32
+}
+
+func (a *heapEntry) before(b *heapEntry) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
 }
 
 // Scheduler is the simulation's event queue: a binary heap of pending
@@ -53,7 +68,7 @@ type event struct {
 // high-water mark, allocates nothing.
 type Scheduler struct {
 	events []event
-	heap   []int32
+	heap   []heapEntry
 	free   []int32
 	seq    uint64
 	now    time.Duration
@@ -110,9 +125,9 @@ func (s *Scheduler) At(at time.Duration, node int32, h Handler, arg uint64) Even
 		e.gen = 1
 	}
 	s.seq++
-	e.at, e.seq, e.h, e.arg, e.node = at, s.seq, h, arg, node
+	e.h, e.arg, e.node = h, arg, node
 	e.heapIdx = int32(len(s.heap))
-	s.heap = append(s.heap, slot)
+	s.heap = append(s.heap, heapEntry{at: at, seq: s.seq, slot: slot})
 	s.up(len(s.heap) - 1)
 	return EventID{slot: slot, gen: e.gen}
 }
@@ -154,8 +169,9 @@ func (s *Scheduler) Reschedule(id EventID, at time.Duration, node int32, h Handl
 	}
 	e := &s.events[id.slot]
 	s.seq++
-	e.at, e.seq, e.h, e.arg, e.node = at, s.seq, h, arg, node
+	e.h, e.arg, e.node = h, arg, node
 	i := int(e.heapIdx)
+	s.heap[i].at, s.heap[i].seq = at, s.seq
 	if !s.down(i) {
 		s.up(i)
 	}
@@ -168,9 +184,9 @@ func (s *Scheduler) Pop() (at time.Duration, node int32, h Handler, arg uint64, 
 	if len(s.heap) == 0 {
 		return 0, NoNode, nil, 0, false
 	}
-	slot := s.heap[0]
+	slot := s.heap[0].slot
 	e := &s.events[slot]
-	at, node, h, arg = e.at, e.node, e.h, e.arg
+	at, node, h, arg = s.heap[0].at, e.node, e.h, e.arg
 	s.removeAt(0)
 	s.release(slot)
 	s.now = at
@@ -183,7 +199,7 @@ func (s *Scheduler) PeekTime() (time.Duration, bool) {
 	if len(s.heap) == 0 {
 		return 0, false
 	}
-	return s.events[s.heap[0]].at, true
+	return s.heap[0].at, true
 }
 
 // AdvanceTo moves the clock forward to t when nothing is due before it (the
@@ -201,58 +217,56 @@ func (s *Scheduler) release(slot int32) {
 	s.free = append(s.free, slot)
 }
 
-func (s *Scheduler) less(i, j int) bool {
-	a, b := &s.events[s.heap[i]], &s.events[s.heap[j]]
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	return a.seq < b.seq
-}
-
-func (s *Scheduler) swap(i, j int) {
-	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
-	s.events[s.heap[i]].heapIdx = int32(i)
-	s.events[s.heap[j]].heapIdx = int32(j)
-}
-
+// up sifts the entry at i towards the root, moving parents down into
+// the hole rather than swapping, so each level costs one entry write and
+// one heapIdx update.
 func (s *Scheduler) up(i int) {
+	x := s.heap[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !s.less(i, p) {
-			return
+		if !x.before(&s.heap[p]) {
+			break
 		}
-		s.swap(i, p)
+		s.place(i, s.heap[p])
 		i = p
 	}
+	s.place(i, x)
 }
 
-// down sifts i towards the leaves; it reports whether it moved.
+// down sifts the entry at i towards the leaves; it reports whether it moved.
 func (s *Scheduler) down(i int) bool {
 	start, n := i, len(s.heap)
+	x := s.heap[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		c := l
-		if r := l + 1; r < n && s.less(r, l) {
+		if r := l + 1; r < n && s.heap[r].before(&s.heap[l]) {
 			c = r
 		}
-		if !s.less(c, i) {
+		if !s.heap[c].before(&x) {
 			break
 		}
-		s.swap(i, c)
+		s.place(i, s.heap[c])
 		i = c
 	}
+	s.place(i, x)
 	return i > start
+}
+
+func (s *Scheduler) place(i int, e heapEntry) {
+	s.heap[i] = e
+	s.events[e.slot].heapIdx = int32(i)
 }
 
 func (s *Scheduler) removeAt(i int) {
 	last := len(s.heap) - 1
+	s.events[s.heap[i].slot].heapIdx = -1
 	if i != last {
-		s.swap(i, last)
+		s.heap[i] = s.heap[last]
 	}
-	s.events[s.heap[last]].heapIdx = -1
 	s.heap = s.heap[:last]
 	if i != last {
 		if !s.down(i) {

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fmnode/fmnode/sim"
@@ -18,21 +21,29 @@ import (
 // simSummary closes the output of `fmnode sim`: what the sweep ran and how
 // fast (seeds per minute, simulated seconds per wall second over all cores).
 type simSummary struct {
-	Summary            bool              `json:"summary"`
-	Scenario           string            `json:"scenario"`
-	Faults             string            `json:"faults"`
-	Canary             bool              `json:"canary,omitempty"`
-	Runs               int               `json:"runs"`
-	Failed             int               `json:"failed"`
-	Errors             int               `json:"errors"`
-	FailedSeeds        []uint64          `json:"failed_seeds"`
-	WallSeconds        float64           `json:"wall_seconds"`
-	SimSeconds         float64           `json:"sim_seconds"`
-	Events             uint64            `json:"events"`
-	SeedsPerMinute     float64           `json:"seeds_per_minute"`
-	SimSecondsPerWallS float64           `json:"sim_seconds_per_wall_second"`
-	FaultsInjected     map[string]uint64 `json:"faults_injected"`
-	Workers            int               `json:"workers"`
+	Summary            bool     `json:"summary"`
+	Scenario           string   `json:"scenario"`
+	Faults             string   `json:"faults"`
+	Canary             bool     `json:"canary,omitempty"`
+	Runs               int      `json:"runs"`
+	Failed             int      `json:"failed"`
+	Errors             int      `json:"errors"`
+	FailedSeeds        []uint64 `json:"failed_seeds"`
+	WallSeconds        float64  `json:"wall_seconds"`
+	SimSeconds         float64  `json:"sim_seconds"`
+	Events             uint64   `json:"events"`
+	SeedsPerMinute     float64  `json:"seeds_per_minute"`
+	SimSecondsPerWallS float64  `json:"sim_seconds_per_wall_second"`
+	// CPU time of the whole process (getrusage, user + system, GC workers
+	// included): on a shared machine the wall figure moves with the load,
+	// this one much less.
+	CPUSeconds        float64           `json:"cpu_seconds"`
+	SimSecondsPerCPUS float64           `json:"sim_seconds_per_cpu_second"`
+	MaxRSSMiB         float64           `json:"max_rss_mib"`
+	LoadAvg1Start     float64           `json:"load_avg_1_start"`
+	LoadAvg1End       float64           `json:"load_avg_1_end"`
+	FaultsInjected    map[string]uint64 `json:"faults_injected"`
+	Workers           int               `json:"workers"`
 }
 
 // runSim is `fmnode sim`: run one seed or a sweep of a scenario on the
@@ -64,6 +75,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dnsTTL := fs.Duration("dns-ttl", 0, "failover scenarios: TTL of the simulated DNS records (0: 5s, the server's default)")
 	dnsStale := fs.Duration("dns-stale", 0, "failover scenarios: how long past the TTL a client's resolver serves an answer (0: 10s)")
 	preload := fs.Int("preload-bytes", 0, "failover scenarios: data bulk-loaded into each partition before the clients start, the base of the full-copy figure (0: 8 KiB; negative: none)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole sweep to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile (after the sweep) to this file")
 	fs.Usage = func() { simUsage(fs) }
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -118,6 +131,20 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%-8s %-11s %-7s %9s %8s %10s %7s %-8s %5s  %s\n",
 			"seed", "scenario", "faults", "sim_s", "wall_s", "events", "faults", "lin", "viol", "trace_hash")
 	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "fmnode sim: %v\n", err)
+			return 2
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(stderr, "fmnode sim: %v\n", err)
+			}
+		}()
+	}
+	sum.LoadAvg1Start = loadAvg1()
+	cpu0 := processCPU()
 	start := time.Now() // wall time of the whole sweep, outside every run
 	enc := json.NewEncoder(stdout)
 	sim.Sweep(ctx, base, lo, hi, *workers, func(r sim.SweepResult) {
@@ -146,6 +173,17 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printRun(stdout, res, *canary)
 	})
 	sum.WallSeconds = time.Since(start).Seconds()
+	sum.CPUSeconds = (processCPU() - cpu0).Seconds()
+	sum.LoadAvg1End = loadAvg1()
+	sum.MaxRSSMiB = float64(processMaxRSS()) / (1 << 20)
+	if sum.CPUSeconds > 0 {
+		sum.SimSecondsPerCPUS = sum.SimSeconds / sum.CPUSeconds
+	}
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			fmt.Fprintf(stderr, "fmnode sim: %v\n", err)
+		}
+	}
 	if sum.WallSeconds > 0 {
 		sum.SeedsPerMinute = float64(sum.Runs) / sum.WallSeconds * 60
 		sum.SimSecondsPerWallS = sum.SimSeconds / sum.WallSeconds
@@ -234,6 +272,8 @@ func printContention(w io.Writer, r sim.Result) {
 func printSummary(w io.Writer, s simSummary) {
 	fmt.Fprintf(w, "runs %d  failed %d  errors %d  wall %.2fs  seeds/min %.0f  sim s/wall s %.0f (on %d workers)\n",
 		s.Runs, s.Failed, s.Errors, s.WallSeconds, s.SeedsPerMinute, s.SimSecondsPerWallS, s.Workers)
+	fmt.Fprintf(w, "cpu %.2fs  sim s/cpu s %.0f  max rss %.0f MiB  load avg %.2f -> %.2f\n",
+		s.CPUSeconds, s.SimSecondsPerCPUS, s.MaxRSSMiB, s.LoadAvg1Start, s.LoadAvg1End)
 	kinds := make([]string, 0, len(s.FaultsInjected))
 	for k, v := range s.FaultsInjected {
 		if v > 0 {
@@ -264,4 +304,32 @@ func simUsage(fs *flag.FlagSet) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "flags:")
 	fs.PrintDefaults()
+}
+
+// writeHeapProfile writes the live heap (after a GC, so it shows what is
+// retained rather than garbage) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memprofile: %w", err)
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("memprofile: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("memprofile: %w", err)
+	}
+	return nil
+}
+
+// processMaxRSS is the peak resident set size of the process in bytes (0 if
+// unavailable); Linux reports ru_maxrss in KiB.
+func processMaxRSS() uint64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return uint64(ru.Maxrss) * 1024
 }
