@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
@@ -79,6 +80,8 @@ func (m *foMetrics) registerWrite(fw *foWorld, i int, old, s failover.State, at 
 	kind := "unrecorded"
 	if n := len(s.History); n > 0 && (len(old.History) == 0 || s.History[n-1] != old.History[len(old.History)-1]) {
 		kind = s.History[n-1].Kind.String()
+	} else if sameState(old, s) {
+		kind = "reassert" // a lease run's validation rewrites the value unchanged
 	}
 	if m.regByKind == nil {
 		m.regByKind = make(map[string]uint64)
@@ -466,4 +469,11 @@ func formatKinds(by map[string]uint64) string {
 		return ""
 	}
 	return "by kind:" + out
+}
+
+// sameState reports whether two register values encode alike.
+func sameState(a, b failover.State) bool {
+	ea, errA := failover.Encode(nil, a)
+	eb, errB := failover.Encode(nil, b)
+	return errA == nil && errB == nil && bytes.Equal(ea, eb)
 }
