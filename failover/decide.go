@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -202,7 +203,9 @@ func Decide(cfg Config, s State, ev Evidence) Decision {
 		}
 		d.RetryAt = fb.RetryAt
 	}
-	d.because("write region %s healthy at epoch %d", s.WriteRegion, s.Epoch)
+	// As because("write region %s healthy at epoch %d"), without fmt: every
+	// evaluation that changes nothing ends here.
+	d.Reasons = append(d.Reasons, "write region "+string(s.WriteRegion)+" healthy at epoch "+strconv.FormatUint(uint64(s.Epoch), 10))
 	if qd.Suppressed != "" {
 		// A grow held off by hysteresis: nothing else to do, say why.
 		d.Suppressed = qd.Suppressed

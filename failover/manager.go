@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -106,6 +107,10 @@ type Manager struct {
 	self  Node
 	parts map[string]*partition
 	names []string // sorted
+	// evBuf backs the evidence of the evaluation running now: evaluate
+	// runs on every status change, and nothing keeps its evidence after
+	// it returns (Evidence, for callers, builds its own).
+	evBuf []ReplicaEvidence
 
 	failedNodes  map[NodeID]bool
 	healthySince map[NodeID]time.Duration
@@ -769,12 +774,17 @@ func (m *Manager) Evidence(now time.Duration, name string) (Evidence, bool) {
 }
 
 func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
+	return m.evidenceInto(now, p, make([]ReplicaEvidence, 0, len(p.placement))) // one allocation per evaluation, not one per growth
+}
+
+// evidenceInto is evidence with its replicas appended to buf[:0].
+func (m *Manager) evidenceInto(now time.Duration, p *partition, buf []ReplicaEvidence) Evidence {
 	s := p.state
 	ev := Evidence{Now: now, Proposer: p.myRegion, GlobalPause: m.paused, GlobalPauseReason: m.pauseWhy}
 	if !p.hasMine {
 		ev.Proposer = m.self.Region
 	}
-	ev.Replicas = make([]ReplicaEvidence, 0, len(p.placement)) // one allocation per evaluation, not one per growth
+	ev.Replicas = buf[:0]
 	for _, rn := range p.placement {
 		x := ReplicaEvidence{Region: rn.Region}
 		if since, up := m.healthySince[rn.Node]; up {
@@ -804,7 +814,10 @@ func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 				}
 			}
 			if d, ok := m.stalled(now, p, rn.Region); ok {
-				x.Stalled = fmt.Sprintf("match LSN %d still for %v below %d", x.LastLSN, d, p.local.LastLSN)
+				// As fmt's "match LSN %d still for %v below %d", without
+				// its per-call cost (this runs on every evaluation).
+				x.Stalled = "match LSN " + strconv.FormatUint(uint64(x.LastLSN), 10) + " still for " + d.String() +
+					" below " + strconv.FormatUint(uint64(p.local.LastLSN), 10)
 			}
 		}
 		ev.Replicas = append(ev.Replicas, x)
@@ -860,7 +873,8 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 		m.reconcile(p)
 	}
 	m.stats.Evaluations++
-	ev := m.evidence(now, p)
+	ev := m.evidenceInto(now, p, m.evBuf)
+	m.evBuf = ev.Replicas[:0]
 	d := Decide(m.cfg.Failover, p.state, ev)
 	p.last = d
 	if d.Suppressed != "" {
