@@ -215,6 +215,49 @@ type memKV struct {
 	recent   [memRecent]*memBucket
 	recentID [memRecent]uint64
 	nextSlot int
+	// dense indexes the buckets of partition section prefixes by partition
+	// ID and section (denseSlot), filled from buckets as they are looked
+	// up: with thousands of partitions a map lookup per commit record was
+	// a cache miss in the map's groups, an index into this slice is one
+	// load. Buckets are never removed, so an entry never goes stale.
+	dense []*memBucket
+}
+
+// memDenseIDs bounds the partition IDs dense indexes (IDs above it, and
+// keys outside the partition layout, use the map alone).
+const memDenseIDs = 1 << 20
+
+// memDenseSecs is the number of section slots per partition in dense.
+const memDenseSecs = 8
+
+// denseSlot returns p's index in dense, if p is a partition section prefix
+// with a dense slot.
+func denseSlot(p string) (int, bool) {
+	if len(p) != prefixLen || p[0] != keyPrefix {
+		return 0, false
+	}
+	id := uint32(p[1])<<24 | uint32(p[2])<<16 | uint32(p[3])<<8 | uint32(p[4])
+	if id >= memDenseIDs {
+		return 0, false
+	}
+	var sec int
+	switch p[5] {
+	case secApply:
+		sec = 0
+	case secConflict:
+		sec = 1
+	case secKV:
+		sec = 2
+	case secLog:
+		sec = 3
+	case secMeta:
+		sec = 4
+	case secUndo:
+		sec = 5
+	default:
+		return 0, false
+	}
+	return int(id)*memDenseSecs + sec, true
 }
 
 // memRecent is how many recently used buckets a memKV remembers.
@@ -232,6 +275,10 @@ func bucketID(p string) uint64 {
 
 // bucket returns the bucket of prefix p (nil if none).
 func (m *memKV) bucket(p string) *memBucket {
+	ds, dense := denseSlot(p)
+	if dense && ds < len(m.dense) && m.dense[ds] != nil {
+		return m.dense[ds]
+	}
 	id := bucketID(p)
 	for i := range m.recent {
 		if m.recentID[i] == id && m.recent[i] != nil {
@@ -240,10 +287,22 @@ func (m *memKV) bucket(p string) *memBucket {
 	}
 	b := m.buckets[id]
 	if b != nil {
+		if dense {
+			m.setDense(ds, b)
+			return b
+		}
 		m.recent[m.nextSlot], m.recentID[m.nextSlot] = b, id
 		m.nextSlot = (m.nextSlot + 1) % memRecent
 	}
 	return b
+}
+
+// setDense records bucket b at dense slot ds.
+func (m *memKV) setDense(ds int, b *memBucket) {
+	if ds >= len(m.dense) {
+		m.dense = slices.Grow(m.dense, ds+1-len(m.dense))[:ds+1]
+	}
+	m.dense[ds] = b
 }
 
 type memBucket struct {
@@ -310,7 +369,11 @@ func (m *memKV) Set(k, v []byte) error {
 }
 
 // set stores v (owned by the store from now on) under k.
-func (m *memKV) set(k string, v []byte) {
+func (m *memKV) set(k string, v []byte) { m.swap(k, v) }
+
+// swap stores v (owned by the store from now on) under k and returns what
+// k held before, with one lookup for both (a batch saves the old value).
+func (m *memKV) swap(k string, v []byte) (old []byte, existed bool) {
 	bp := bucketOfStr(k)
 	b := m.bucket(bp)
 	if b == nil {
@@ -320,10 +383,12 @@ func (m *memKV) set(k string, v []byte) {
 	}
 	i := b.search(k)
 	if i < len(b.ents) && b.ents[i].k == k {
+		old = b.ents[i].v
 		b.ents[i].v = v
-		return
+		return old, true
 	}
 	b.ents = slices.Insert(b.ents, i, memEnt{k: k, v: v})
+	return nil, false
 }
 
 func (m *memKV) Delete(k []byte) error {
@@ -527,8 +592,8 @@ func (b *memBatch) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error
 // and the store.
 func (b *memBatch) Set(k, v []byte) error {
 	ks := string(k)
-	b.save(ks)
-	b.kv.set(ks, bytes.Clone(v))
+	old, ok := b.kv.swap(ks, bytes.Clone(v))
+	b.undo = append(b.undo, memUndo{k: ks, v: old, existed: ok})
 	return nil
 }
 
