@@ -58,7 +58,7 @@ func (a *heapEntry) before(b *heapEntry) bool {
 	return a.seq < b.seq
 }
 
-// Scheduler is the simulation's event queue: a 4-ary heap of pending
+// Scheduler is the simulation's event queue: a binary heap of pending
 // events ordered by (time, sequence number). The sequence number is the
 // order of scheduling, so two events at the same instant always fire in the
 // same order in every run: that total order is what makes a seed replay.
@@ -220,16 +220,10 @@ func (s *Scheduler) release(slot int32) {
 // up sifts the entry at i towards the root, moving parents down into
 // the hole rather than swapping, so each level costs one entry write and
 // one heapIdx update.
-// heapArity is the heap's fan-out: with four children a level the heap is
-// half as deep as a binary one, and a pop (the most frequent operation)
-// touches half as many cache lines. Keys are unique (time, sequence), so
-// the pop order is the same whatever the arity.
-const heapArity = 4
-
 func (s *Scheduler) up(i int) {
 	x := s.heap[i]
 	for i > 0 {
-		p := (i - 1) / heapArity
+		p := (i - 1) / 2
 		if !x.before(&s.heap[p]) {
 			break
 		}
@@ -244,15 +238,13 @@ func (s *Scheduler) down(i int) bool {
 	start, n := i, len(s.heap)
 	x := s.heap[i]
 	for {
-		l := heapArity*i + 1
+		l := 2*i + 1
 		if l >= n {
 			break
 		}
 		c := l
-		for r, end := l+1, min(l+heapArity, n); r < end; r++ {
-			if s.heap[r].before(&s.heap[c]) {
-				c = r
-			}
+		if r := l + 1; r < n && s.heap[r].before(&s.heap[l]) {
+			c = r
 		}
 		if !s.heap[c].before(&x) {
 			break
