@@ -37,6 +37,10 @@ type Host struct {
 	dirty  []*Replica
 	timers timerHeap
 	rd     Ready
+	// spareWrite is a write under construction a replica sealed, zeroed
+	// for the next replica to build on: a Write per Ready per replica was
+	// the host's largest allocation.
+	spareWrite *Write
 
 	quorums   map[string]quorum.WriteQuorum // interned, shared read-only
 	violation error
@@ -451,8 +455,15 @@ func (h *Host) Ready(now time.Duration) Ready {
 		if r.h == nil {
 			continue
 		}
-		r.seal()
-		if len(r.sealed) > 0 {
+		if len(r.sealed) == 0 {
+			// The usual case, one write under construction and none sealed
+			// before it: r.seal's result, without the sealed slice.
+			if w := r.sealCur(); w != nil && !w.empty() {
+				h.rd.Writes = append(h.rd.Writes, *w)
+			}
+			r.recycleCur()
+		} else {
+			r.seal()
 			for i := range r.sealed {
 				if !r.sealed[i].empty() {
 					h.rd.Writes = append(h.rd.Writes, r.sealed[i])

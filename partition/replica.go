@@ -244,7 +244,12 @@ func (r *Replica) check() {
 // w returns the write under construction, creating it.
 func (r *Replica) w() *Write {
 	if r.cur == nil {
-		r.cur = &Write{Partition: r.id}
+		if r.h != nil && r.h.spareWrite != nil {
+			r.cur, r.h.spareWrite = r.h.spareWrite, nil
+			r.cur.Partition = r.id
+		} else {
+			r.cur = &Write{Partition: r.id}
+		}
 	}
 	r.markDirty()
 	return r.cur
@@ -253,11 +258,32 @@ func (r *Replica) w() *Write {
 // seal closes the write under construction so that later writes (a
 // truncation, a reset) run after it.
 func (r *Replica) seal() {
+	if w := r.sealCur(); w != nil {
+		r.sealed = append(r.sealed, *w)
+		r.recycleCur()
+	}
+}
+
+// sealCur marks the write under construction closed and returns it (nil
+// if none); the caller copies it out, then calls recycleCur.
+func (r *Replica) sealCur() *Write {
+	if r.cur == nil {
+		return nil
+	}
+	r.cur.mark = writeMark{gen: r.gen, last: r.last}
+	return r.cur
+}
+
+// recycleCur ends the write under construction, whose value the caller
+// copied out, and hands its zeroed struct to the host for the next one.
+func (r *Replica) recycleCur() {
 	if r.cur == nil {
 		return
 	}
-	r.cur.mark = writeMark{gen: r.gen, last: r.last}
-	r.sealed = append(r.sealed, *r.cur)
+	*r.cur = Write{}
+	if r.h != nil {
+		r.h.spareWrite = r.cur
+	}
 	r.cur = nil
 }
 
