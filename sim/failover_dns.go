@@ -113,6 +113,45 @@ type foDNS struct {
 	// epochSeen is the newest epoch each router has cached per partition:
 	// the check that no answer ever moves a client back.
 	epochSeen [][]uint64
+	// runs caches decoded records by the record's first string: every
+	// client's answer used to decode its record again, while a publisher
+	// encodes each record once into a fresh slice it never writes to
+	// after (txtdns block.finish), so the slice's first element names the
+	// content. The key pins the record, so an address is never reused
+	// while cached. Cleared when full.
+	runs map[foRecKey]foDecoded
+}
+
+// foRecKey names a record by its first string's address and its length.
+type foRecKey struct {
+	first *string
+	n     int
+}
+
+// foDecoded is a record's decoding.
+type foDecoded struct {
+	run txtdns.Run
+	err error
+}
+
+// foDNSRunCache bounds foDNS.runs.
+const foDNSRunCache = 1 << 15
+
+// decodeRun is txtdns.DecodeRun(rec), cached.
+func (d *foDNS) decodeRun(rec []string) (txtdns.Run, error) {
+	if len(rec) == 0 {
+		return txtdns.DecodeRun(rec)
+	}
+	k := foRecKey{&rec[0], len(rec)}
+	if x, ok := d.runs[k]; ok {
+		return x.run, x.err
+	}
+	run, err := txtdns.DecodeRun(rec)
+	if d.runs == nil || len(d.runs) >= foDNSRunCache {
+		d.runs = make(map[foRecKey]foDecoded)
+	}
+	d.runs[k] = foDecoded{run: run, err: err}
+	return run, err
 }
 
 func newFoDNS(fw *foWorld, ttl, stale time.Duration) (*foDNS, error) {
@@ -378,7 +417,7 @@ func (d *foDNS) offer(r, i int, ans txtdns.TXTAnswer, err error) (*routing.Entry
 	}
 	p := fw.rp(i)
 	for _, rec := range ans.Records {
-		run, err := txtdns.DecodeRun(rec)
+		run, err := d.decodeRun(rec)
 		if err != nil || !run.Contains(p) {
 			continue
 		}
