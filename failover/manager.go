@@ -546,6 +546,11 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	changed := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
 		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) ||
 		!sameInSync(p.local, st)
+	if len(st.Followers) > 0 {
+		// Keep a copy in the partition's own array: the caller may reuse
+		// st's (StatusFromProgressInto), and nothing else holds p.local's.
+		st.Followers = append(p.local.Followers[:0], st.Followers...)
+	}
 	p.local, p.hasLocal = st, true
 	if changed {
 		m.markDirty(name)

@@ -14,6 +14,13 @@ import dataplane "github.com/fmnode/fmnode/partition"
 // without ever having acknowledged a write it lacks. A caught-up follower
 // outside the rule is not in sync: writes keep committing without it.
 func StatusFromProgress(pr dataplane.Progress, self Region) ReplicaStatus {
+	return StatusFromProgressInto(pr, self, nil)
+}
+
+// StatusFromProgressInto is StatusFromProgress with the followers appended
+// to buf[:0]: a driver that reports after every change reuses one buffer
+// (UpdateReplica copies what it keeps).
+func StatusFromProgressInto(pr dataplane.Progress, self Region, buf []FollowerStatus) ReplicaStatus {
 	st := ReplicaStatus{
 		Epoch:       Epoch(pr.Epoch),
 		LastLSN:     LSN(pr.LastLSN),
@@ -23,6 +30,9 @@ func StatusFromProgress(pr dataplane.Progress, self Region) ReplicaStatus {
 		WriteQuorum: pr.Quorum.Members,
 	}
 	if st.WriteRegion {
+		if len(pr.Followers) > 0 {
+			st.Followers = buf[:0]
+		}
 		for _, f := range pr.Followers {
 			st.Followers = append(st.Followers, FollowerStatus{
 				Region:   f.Region,

@@ -395,13 +395,14 @@ func (h *Host) Progress(p ID) (Progress, error) {
 
 // ProgressWithoutHistory is Progress with History left nil: for drivers
 // that read a replica's positions after every change it makes and have no
-// use for the epoch history, which Progress copies each time.
-func (h *Host) ProgressWithoutHistory(p ID) (Progress, error) {
+// use for the epoch history, which Progress copies each time. Followers
+// are appended to followers[:0], which such a driver reuses.
+func (h *Host) ProgressWithoutHistory(p ID, followers []FollowerProgress) (Progress, error) {
 	r, err := h.replica(p)
 	if err != nil {
 		return Progress{}, err
 	}
-	return r.progressWith(false), nil
+	return r.progressWith(false, followers), nil
 }
 
 // Tick fires the timers due at now.

@@ -81,11 +81,11 @@ func TestProgressWithoutHistory(t *testing.T) {
 	full, err := s.h.Progress(1)
 	require.NoError(t, err)
 	require.NotEmpty(t, full.History)
-	brief, err := s.h.ProgressWithoutHistory(1)
+	brief, err := s.h.ProgressWithoutHistory(1, nil)
 	require.NoError(t, err)
 	require.Nil(t, brief.History)
 	full.History = nil
 	require.Equal(t, full, brief)
-	_, err = s.h.ProgressWithoutHistory(2)
+	_, err = s.h.ProgressWithoutHistory(2, nil)
 	require.Error(t, err)
 }

@@ -634,9 +634,11 @@ func (r *Replica) tick(now time.Duration) {
 
 // ----- progress -----
 
-func (r *Replica) progress() Progress { return r.progressWith(true) }
+func (r *Replica) progress() Progress { return r.progressWith(true, nil) }
 
-func (r *Replica) progressWith(history bool) Progress {
+// progressWith reports r's progress, with the epoch history if history,
+// and the followers appended to followers[:0] (a new array if nil).
+func (r *Replica) progressWith(history bool, followers []FollowerProgress) Progress {
 	p := Progress{
 		Partition: r.id, Region: r.region(), Epoch: r.epoch, Role: r.role, WriteRegion: r.writeRegion,
 		LastLSN: r.last, LastEpoch: r.lastEpoch, CommitLSN: r.commit, AppliedLSN: r.applied,
@@ -647,7 +649,10 @@ func (r *Replica) progressWith(history bool) Progress {
 		p.History = r.hist.clone()
 	}
 	if r.leader != nil {
-		p.Followers = make([]FollowerProgress, 0, len(r.leader.followers))
+		p.Followers = followers[:0]
+		if followers == nil {
+			p.Followers = make([]FollowerProgress, 0, len(r.leader.followers))
+		}
 		for i := range r.leader.followers {
 			f := &r.leader.followers[i]
 			p.Followers = append(p.Followers, FollowerProgress{Region: f.region, Match: f.match, Next: f.next, Snapshot: f.snap != nil})

@@ -54,7 +54,11 @@ type foNode struct {
 
 	dirty      []int
 	dirtySpare []int
-	isDirty    []bool // by partition index: one byte each, where a map cost tens
+	// progBuf and statBuf are flushStatus's scratch for the followers of
+	// one replica's progress and status (the manager copies what it keeps).
+	progBuf []partition.FollowerProgress
+	statBuf []failover.FollowerStatus
+	isDirty []bool // by partition index: one byte each, where a map cost tens
 	// inflightCAS is the proposal each partition has at this node's proposer.
 	inflightCAS map[int]failover.Proposal
 	pumping     bool
@@ -357,11 +361,17 @@ func (n *foNode) flushStatus() {
 	for _, i := range dirty {
 		n.isDirty[i] = false
 		p := &n.fw.parts[i]
-		pr, err := n.host.ProgressWithoutHistory(p.id) // the status needs no history
+		pr, err := n.host.ProgressWithoutHistory(p.id, n.progBuf) // the status needs no history
 		if err != nil {
 			continue
 		}
-		st := failover.StatusFromProgress(pr, n.region)
+		if pr.Followers != nil {
+			n.progBuf = pr.Followers[:0]
+		}
+		st := failover.StatusFromProgressInto(pr, n.region, n.statBuf)
+		if st.Followers != nil {
+			n.statBuf = st.Followers[:0]
+		}
 		if r := &n.fw.reg[i]; r.have && st.Epoch > r.state.Epoch {
 			// The data plane heard of a newer epoch than this node's
 			// manager: read the register back.
