@@ -33,6 +33,9 @@ type Host struct {
 	cfg  Config
 	log  *slog.Logger
 	reps map[ID]*Replica
+	// byID mirrors reps for IDs below hostDenseIDs: the lookup for every
+	// request, message and Ready is then one index, not a map probe.
+	byID []*Replica
 
 	dirty  []*Replica
 	timers timerHeap
@@ -188,7 +191,7 @@ func (h *Host) Create(now time.Duration, p ID, spec Spec, ref ClientRef) error {
 	}
 	r := newReplica(h, p)
 	r.create(now, &spec)
-	h.reps[p] = r
+	h.add(p, r)
 	r.doneReply(ref, nil)
 	h.schedule(now, r)
 	return nil
@@ -203,7 +206,7 @@ func (h *Host) Open(now time.Duration, rec Recovered) error {
 	if err := r.recover(now, &rec); err != nil {
 		return err
 	}
-	h.reps[rec.Partition] = r
+	h.add(rec.Partition, r)
 	if r.leader != nil || r.fol.announce {
 		r.markDirty()
 	}
@@ -216,13 +219,42 @@ func (h *Host) Close(p ID) {
 	if r, ok := h.reps[p]; ok {
 		r.dropWriteRegion()
 		delete(h.reps, p)
+		if int(p) < len(h.byID) {
+			h.byID[p] = nil
+		}
 		r.h = nil
 		h.dirty = slices.DeleteFunc(h.dirty, func(x *Replica) bool { return x == r })
 	}
 }
 
-func (h *Host) replica(p ID) (*Replica, error) {
+// hostDenseIDs bounds the partition IDs Host.byID indexes.
+const hostDenseIDs = 1 << 20
+
+// add registers replica r of partition p.
+func (h *Host) add(p ID, r *Replica) {
+	h.reps[p] = r
+	if p < hostDenseIDs {
+		if int(p) >= len(h.byID) {
+			h.byID = slices.Grow(h.byID, int(p)+1-len(h.byID))[:p+1]
+		}
+		h.byID[p] = r
+	}
+}
+
+// lookup returns the replica of partition p.
+func (h *Host) lookup(p ID) (*Replica, bool) {
+	if p < hostDenseIDs {
+		if int(p) < len(h.byID) && h.byID[p] != nil {
+			return h.byID[p], true
+		}
+		return nil, false
+	}
 	r, ok := h.reps[p]
+	return r, ok
+}
+
+func (h *Host) replica(p ID) (*Replica, error) {
+	r, ok := h.lookup(p)
 	if !ok {
 		return nil, fmt.Errorf("partition %d in %s: %w", p, h.cfg.Region, ErrUnknownPartition)
 	}
@@ -278,7 +310,7 @@ func (h *Host) Read(now time.Duration, req *ReadRequest) {
 
 // StepFetch hands back the result of a Fetch.
 func (h *Host) StepFetch(now time.Duration, res *FetchResult) {
-	r, ok := h.reps[res.Fetch.Partition]
+	r, ok := h.lookup(res.Fetch.Partition)
 	if !ok || r.epoch != res.Fetch.Epoch || r.leader == nil {
 		return
 	}
@@ -482,7 +514,7 @@ func (h *Host) Ready(now time.Duration) Ready {
 	h.dirty = h.dirty[:0]
 	for i := range h.rd.Reads {
 		rd := &h.rd.Reads[i]
-		if r, ok := h.reps[rd.Partition]; ok {
+		if r, ok := h.lookup(rd.Partition); ok {
 			rd.Token, rd.Epoch = r.position(), r.epoch
 		}
 	}
@@ -513,7 +545,7 @@ func (h *Host) withholdAcksWithoutLease(now time.Duration) {
 		if rp.Kind != ReplyWrite || rp.Err != nil {
 			continue
 		}
-		r, ok := h.reps[rp.Partition]
+		r, ok := h.lookup(rp.Partition)
 		if !ok || r.leased(now) {
 			continue
 		}
@@ -568,7 +600,7 @@ func recycled[T any](s []T) []T {
 func (h *Host) Advance(rd *Ready) {
 	for i := range rd.Writes {
 		w := &rd.Writes[i]
-		if r, ok := h.reps[w.Partition]; ok {
+		if r, ok := h.lookup(w.Partition); ok {
 			r.persisted(w.mark)
 		}
 	}
