@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/fmnode/fmnode/failover"
@@ -62,25 +61,9 @@ func (r *foRun) violation(kind, format string, args ...any) {
 
 // runScripted is the skeleton every foScript runs on.
 func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
-	profName := cfg.FailoverProfile
-	if profName == "" {
-		profName = s.profile()
-	}
-	prof, err := failover.Profile(profName)
+	profName, prof, parts, outage, warm, err := foRunParams(cfg, s.profile())
 	if err != nil {
-		return Result{}, nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	parts := cfg.Partitions
-	if parts == 0 {
-		parts = foDefaultPartitions
-	}
-	outage := cfg.Outage
-	if outage == 0 {
-		outage = foDefaultOutage
-	}
-	warm := foWarmup
-	if cfg.Duration > 0 {
-		warm = cfg.Duration
+		return Result{}, nil, err
 	}
 	spec := failoverScenario{}.spec(parts, prof)
 	s.shape(&spec)

@@ -146,28 +146,13 @@ func (s failoverScenario) spec(parts int, prof failover.Config) foSpec {
 }
 
 func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
-	profName := cfg.FailoverProfile
-	if profName == "" {
-		profName = "paper"
-		if s.fault == foFlapping {
-			profName = "fast" // seconds-long flaps mean nothing to 30 s heartbeats
-		}
+	defProfile := "paper"
+	if s.fault == foFlapping {
+		defProfile = "fast" // seconds-long flaps mean nothing to 30 s heartbeats
 	}
-	prof, err := failover.Profile(profName)
+	profName, prof, parts, outage, warm, err := foRunParams(cfg, defProfile)
 	if err != nil {
-		return Result{}, nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	parts := cfg.Partitions
-	if parts == 0 {
-		parts = foDefaultPartitions
-	}
-	outage := cfg.Outage
-	if outage == 0 {
-		outage = foDefaultOutage
-	}
-	warm := foWarmup
-	if cfg.Duration > 0 {
-		warm = cfg.Duration
+		return Result{}, nil, err
 	}
 	fw, err := newFoWorld(cfg, s.spec(parts, prof))
 	if err != nil {
@@ -561,4 +546,28 @@ func (fw *foWorld) finish(cfg Config, profName, name string) Result {
 func (c Config) withDefaults() Config {
 	_ = c.normalize()
 	return c
+}
+
+// foRunParams resolves the failover scenarios' run parameters from cfg:
+// the timing profile (defProfile when none is given), the partition
+// count, the fault's length and the warm-up before it.
+func foRunParams(cfg Config, defProfile string) (profName string, prof failover.Config, parts int, outage, warm time.Duration, err error) {
+	profName = cfg.FailoverProfile
+	if profName == "" {
+		profName = defProfile
+	}
+	if prof, err = failover.Profile(profName); err != nil {
+		return "", failover.Config{}, 0, 0, 0, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	parts, outage, warm = cfg.Partitions, cfg.Outage, foWarmup
+	if parts == 0 {
+		parts = foDefaultPartitions
+	}
+	if outage == 0 {
+		outage = foDefaultOutage
+	}
+	if cfg.Duration > 0 {
+		warm = cfg.Duration
+	}
+	return profName, prof, parts, outage, warm, nil
 }
