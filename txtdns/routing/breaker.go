@@ -300,18 +300,9 @@ func (b *Breakers) Trip(p uint32, region string, now time.Time) {
 // committed after the failures it counted (a failover commits only to a
 // region that was live and caught up), so that evidence is older than
 // the route that now names it.
-func (b *Breakers) Reset(p uint32, region string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k := breakerKey{p, region}
-	br := b.m[k]
-	if br == nil {
-		return
-	}
-	b.setState(p, region, br, Closed)
-	b.counts[Closed]--
-	delete(b.m, k)
-}
+//
+// Forgetting is what a success does too, so it shares Success's code.
+func (b *Breakers) Reset(p uint32, region string) { b.Success(p, region) }
 
 // Release gives back a half-open probe that ended without a verdict (the
 // caller's context ended), so another request may probe.
