@@ -98,6 +98,21 @@
 //     and that holds the token's op at that LSN (same lineage).
 //   - eventual: any replica.
 //
+// A freshness grant is the write region's promise that its last LSN
+// covered every op of the partition when the echo left, and only its lease
+// backs that promise: another region takes over after the lease plus the
+// drift bound, and the follower may not hear of it. So a grant is issued
+// only by a leading (not paused) write region whose lease holds and, on a
+// host that gates leases (SetLeaseGen), is validated for the current run
+// and epoch: the lease conditions of its own strong reads. Its length is
+// min(T, what remains of the lease) (Message.Grant); the follower counts it
+// from its probe, sent before the echo, and shortens it by the drift
+// margin, so a grant never outlives the granting lease, and a takeover
+// waits a further drift bound. A paused write region grants nothing: the
+// switchover it paused for may already have installed a successor it has
+// not heard of. Grants already held run to their end (they were issued
+// under the lease).
+//
 // Reads run after the Ready's writes, and every reply carries the position
 // of the state read merged with the version (epoch, LSN) of the value, for
 // the client to merge into its session token.

@@ -91,11 +91,8 @@ func (r *Replica) fresh(now time.Duration, target LSN) bool {
 	if !f.member || r.writeRegion == "" {
 		return false
 	}
-	if f.hasGrant && target >= f.grantNeed {
-		until := f.grantP + time.Duration(float64(r.level.StalenessTime)*(1-r.h.cfg.DriftMargin))
-		if now < until {
-			return true
-		}
+	if f.hasGrant && target >= f.grantNeed && now < r.grantEnd() {
+		return true
 	}
 	return now < f.freshUntil
 }
