@@ -1,8 +1,10 @@
 package failover
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -111,3 +113,103 @@ func (m *Manager) drainPaceOf(r Region, now time.Duration) *drainPace {
 // register history a rebuilt drain pace replays: one suffices to be safe;
 // more makes the rebuilt bucket closer to the real one.
 const drainMemory = 4
+
+// drainRunning counts the switchovers the drain of r has running: those
+// out of r, and the switchover starts in flight.
+func (m *Manager) drainRunning(r Region) int {
+	running := 0
+	for _, name := range m.names {
+		p := m.parts[name]
+		if p.have && (p.state.Phase == PhaseSwitchover && p.state.WriteRegion == r || p.inflight && p.inflightK == DecideStartSwitchover) {
+			running++
+		}
+	}
+	return running
+}
+
+// DrainWait is what a drain waits on before it moves a queued partition:
+// the answer to "why hasn't this partition moved yet?".
+type DrainWait struct {
+	Region Region
+	Reason string
+	// Ahead counts the partitions the drain starts first (it goes in
+	// partition name order).
+	Ahead int
+	// Running switchovers of the drain, and its cap.
+	Running, Concurrency int
+	// RatePerS and Burst are the rate limit (RatePerS 0: none).
+	RatePerS float64
+	Burst    int
+	// NextStartAt is when the rate allows the drain's next start, and
+	// StartAt the earliest this partition's can be, at the rate, after
+	// the ones ahead of it (both at most Now when nothing holds them;
+	// they do not count completions the concurrency cap waits for).
+	// Unknown until the rate limit is rebuilt from the registers
+	// (Paced false: the node does not know every register value yet).
+	Paced                bool
+	NextStartAt, StartAt time.Duration
+}
+
+// drainWait returns what the drain of p's write region that this node
+// runs waits on before it moves p, or nil if p is not queued for one.
+func (m *Manager) drainWait(now time.Duration, p *partition) *DrainWait {
+	r := p.state.WriteRegion
+	reason, ok := m.draining[r]
+	if !ok || !p.have || p.state.Phase != PhaseSteady {
+		return nil
+	}
+	w := &DrainWait{Region: r, Reason: reason, Running: m.drainRunning(r), Concurrency: m.cfg.DrainConcurrency, Burst: m.cfg.DrainBurst}
+	for _, name := range m.names {
+		if name == p.name {
+			break
+		}
+		q := m.parts[name]
+		if q.have && !q.inflight && q.state.WriteRegion == r && q.state.Phase == PhaseSteady {
+			w.Ahead++
+		}
+	}
+	iv := m.cfg.drainInterval()
+	if iv > 0 {
+		w.RatePerS = m.cfg.DrainRate
+	}
+	pace := m.drainPaces[r]
+	if pace == nil {
+		return w
+	}
+	w.Paced = true
+	w.NextStartAt, w.StartAt = now, now
+	if iv > 0 {
+		w.NextStartAt = max(now, pace.allowedAt(iv, m.cfg.DrainBurst))
+		w.StartAt = max(now, pace.allowedAt(iv, m.cfg.DrainBurst)+time.Duration(w.Ahead)*iv)
+	}
+	return w
+}
+
+// explain renders w for Explain.
+func (w *DrainWait) explain(now time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  queued for the drain of %s (%s): %d partitions ahead; %d of %d switchovers running",
+		w.Region, w.Reason, w.Ahead, w.Running, w.Concurrency)
+	if w.Running >= w.Concurrency {
+		b.WriteString(" (waiting for one to finish: DrainConcurrency)")
+	}
+	b.WriteString("\n")
+	switch {
+	case w.RatePerS == 0:
+		b.WriteString("    no rate limit\n")
+	case !w.Paced:
+		fmt.Fprintf(&b, "    rate %g/s, burst %d: rebuilt from the registers once every value is known\n", w.RatePerS, w.Burst)
+	default:
+		fmt.Fprintf(&b, "    rate %g/s, burst %d: ", w.RatePerS, w.Burst)
+		if w.NextStartAt > now {
+			fmt.Fprintf(&b, "next start allowed in %v (DrainRate)", w.NextStartAt-now)
+		} else {
+			b.WriteString("a start is allowed now")
+		}
+		if w.StartAt > now {
+			fmt.Fprintf(&b, "; this partition's not before %v from now", w.StartAt-now)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

@@ -182,3 +182,49 @@ func TestManagerDrainConfig(t *testing.T) {
 		})
 	}
 }
+
+// Explain answers "why hasn't this partition moved yet?" for a partition
+// queued for a drain: how many go first, and whether the concurrency cap
+// or the rate holds the drain.
+func TestExplainDrainWait(t *testing.T) {
+	tests := []struct {
+		name  string
+		mc    ManagerConfig
+		drain bool
+		want  []string
+		not   []string
+	}{
+		{"held by the rate", ManagerConfig{DrainRate: 2, DrainBurst: 1}, true,
+			[]string{"queued for the drain of east (explain test): 28 partitions ahead; 1 of 16 switchovers running\n",
+				"rate 2/s, burst 1: next start allowed in 500ms (DrainRate); this partition's not before 14.5s from now"},
+			[]string{"DrainConcurrency"}},
+		{"held by the concurrency cap", ManagerConfig{DrainRate: NoDrainRateLimit, DrainConcurrency: 1}, true,
+			[]string{"28 partitions ahead; 1 of 1 switchovers running (waiting for one to finish: DrainConcurrency)", "no rate limit"},
+			nil},
+		{"no drain", ManagerConfig{}, false, nil, []string{"drain"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newMgrHarness(t, FastConfig(), 30)
+			for i := 0; i < 20; i++ {
+				h.step(100 * time.Millisecond)
+			}
+			m := h.restart(2, tt.mc)
+			h.step(100 * time.Millisecond)
+			if tt.drain {
+				m.Drain(h.now, "east", "explain test")
+			}
+			ev, ok := m.Evidence(h.now, "p-029")
+			require.True(t, ok)
+			s, _, _ := m.State("p-029")
+			text := Explain(m.cfg.Failover, s, ev)
+			for _, w := range tt.want {
+				assert.Contains(t, text, w)
+			}
+			for _, w := range tt.not {
+				assert.NotContains(t, text, w)
+			}
+			t.Log(text)
+		})
+	}
+}

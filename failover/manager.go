@@ -797,7 +797,9 @@ func (m *Manager) Evidence(now time.Duration, name string) (Evidence, bool) {
 	if p == nil || !p.have {
 		return Evidence{}, false
 	}
-	return m.evidence(now, p), true
+	ev := m.evidence(now, p)
+	ev.Drain = m.drainWait(now, p)
+	return ev, true
 }
 
 func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
@@ -1165,13 +1167,7 @@ func (m *Manager) tickDrains(now time.Duration) {
 	}
 	slices.Sort(regions)
 	for _, r := range regions {
-		running := 0
-		for _, name := range m.names {
-			p := m.parts[name]
-			if p.have && (p.state.Phase == PhaseSwitchover && p.state.WriteRegion == r || p.inflight && p.inflightK == DecideStartSwitchover) {
-				running++
-			}
-		}
+		running := m.drainRunning(r)
 		pace, iv := m.drainPaceOf(r, now), m.cfg.drainInterval()
 		for _, name := range m.names {
 			if running >= m.cfg.DrainConcurrency {
