@@ -85,8 +85,13 @@
 //
 //   - strong: only the write region, only while its lease holds (SetLease;
 //     the failover issue provides real leases), and after a restart or a
-//     promotion only once everything it holds is committed again.
-//   - bounded staleness: the write region (under its lease), or a follower
+//     promotion only once everything it holds is committed again. Not a
+//     paused write region: the switchover it paused for may commit, and
+//     its successor acknowledge writes, before it hears of it (a
+//     switchover does not wait for its lease), so it redirects
+//     (ReasonPaused) as it does writes.
+//   - bounded staleness: the leading write region (under its lease; not a
+//     paused one, for the same reason: ErrNotFresh), or a follower
 //     in the write quorum holding a valid freshness grant: the follower's
 //     responses carry a probe (its own clock), the write region echoes the
 //     latest probe with its last LSN, and once the follower has applied
