@@ -126,6 +126,10 @@ type Evidence struct {
 	// GlobalPause suppresses automatic failover on every partition.
 	GlobalPause       bool
 	GlobalPauseReason string
+	// Drain, if set, says what a drain of the write region that this
+	// node runs is waiting on before it moves the partition (Explain
+	// prints it; decisions ignore it).
+	Drain *DrainWait
 }
 
 // Replica returns the evidence for region r.

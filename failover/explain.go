@@ -33,6 +33,9 @@ func Explain(cfg Config, s State, ev Evidence) string {
 	if ev.GlobalPause {
 		fmt.Fprintf(&b, "  globally paused: %s\n", ev.GlobalPauseReason)
 	}
+	if ev.Drain != nil {
+		b.WriteString(ev.Drain.explain(ev.Now))
+	}
 	if ev.Now < s.HoldOffUntil {
 		fmt.Fprintf(&b, "  hold-off for %v more (%d recent failovers)\n", s.HoldOffUntil-ev.Now, recentFailovers(cfg, s, ev.Now))
 	}

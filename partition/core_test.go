@@ -399,7 +399,7 @@ func TestFollowerBoundedReadNeedsGrant(t *testing.T) {
 	s.now += 10 * time.Millisecond
 	s.step(Message{Type: MsgAppend, Partition: 1, Epoch: 1, From: "a", Entries: []Op{
 		{LSN: 1, Epoch: 1, Key: []byte("k"), Value: []byte("1")}}, Commit: 1, LeaderLast: 2,
-		EchoBoot: 1, Echo: probe, Member: true})
+		EchoBoot: 1, Echo: probe, Grant: time.Second, Member: true})
 	s.flush()
 	require.ErrorIs(t, read(2), ErrNotFresh, "fresh before applying the grant's LSN")
 	s.step(Message{Type: MsgAppend, Partition: 1, Epoch: 1, From: "a", Prev: 1, PrevEpoch: 1, Entries: []Op{

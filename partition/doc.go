@@ -85,8 +85,13 @@
 //
 //   - strong: only the write region, only while its lease holds (SetLease;
 //     the failover issue provides real leases), and after a restart or a
-//     promotion only once everything it holds is committed again.
-//   - bounded staleness: the write region (under its lease), or a follower
+//     promotion only once everything it holds is committed again. Not a
+//     paused write region: the switchover it paused for may commit, and
+//     its successor acknowledge writes, before it hears of it (a
+//     switchover does not wait for its lease), so it redirects
+//     (ReasonPaused) as it does writes.
+//   - bounded staleness: the leading write region (under its lease; not a
+//     paused one, for the same reason: ErrNotFresh), or a follower
 //     in the write quorum holding a valid freshness grant: the follower's
 //     responses carry a probe (its own clock), the write region echoes the
 //     latest probe with its last LSN, and once the follower has applied
@@ -97,6 +102,21 @@
 //   - session: any replica whose applied position has reached the token
 //     and that holds the token's op at that LSN (same lineage).
 //   - eventual: any replica.
+//
+// A freshness grant is the write region's promise that its last LSN
+// covered every op of the partition when the echo left, and only its lease
+// backs that promise: another region takes over after the lease plus the
+// drift bound, and the follower may not hear of it. So a grant is issued
+// only by a leading (not paused) write region whose lease holds and, on a
+// host that gates leases (SetLeaseGen), is validated for the current run
+// and epoch: the lease conditions of its own strong reads. Its length is
+// min(T, what remains of the lease) (Message.Grant); the follower counts it
+// from its probe, sent before the echo, and shortens it by the drift
+// margin, so a grant never outlives the granting lease, and a takeover
+// waits a further drift bound. A paused write region grants nothing: the
+// switchover it paused for may already have installed a successor it has
+// not heard of. Grants already held run to their end (they were issued
+// under the lease).
 //
 // Reads run after the Ready's writes, and every reply carries the position
 // of the state read merged with the version (epoch, LSN) of the value, for

@@ -163,11 +163,11 @@ func (r *Replica) onAppend(now time.Duration, m *Message) {
 	if s := min(m.Stable, r.verified); s > r.stable {
 		r.stable = s
 	}
-	echoed := m.EchoBoot == r.h.cfg.Boot && m.Echo <= now
+	echoed := m.EchoBoot == r.h.cfg.Boot && m.Echo <= now && m.Grant > 0
 	if echoed {
 		f := &r.fol
 		if !f.hasGrant || m.Echo > f.grantP {
-			f.grantP, f.grantNeed, f.hasGrant = m.Echo, m.LeaderLast, true
+			f.grantP, f.grantNeed, f.grantFor, f.hasGrant = m.Echo, m.LeaderLast, m.Grant, true
 		}
 	}
 	r.markDirty()

@@ -264,6 +264,21 @@ func (r *Replica) boundedFollower(now time.Duration, f *follower) bool {
 	return f.granted && now-f.grantSentAt <= window
 }
 
+// grantFor returns how long a freshness grant echoed now may last from the
+// follower's probe: T, cut to what remains of this write region's lease;
+// 0 (no grant) unless it leads its epoch under a lease that holds and is
+// validated for the epoch. A grant promises that the echoed last LSN
+// covered every op of the partition when the echo left; only the lease
+// rules out another write region (a takeover waits for the lease plus the
+// drift bound), and a paused write region may already have been succeeded
+// by the switchover it paused for.
+func (r *Replica) grantFor(now time.Duration) time.Duration {
+	if r.role != RoleLeader || r.leaseErr(now) != nil {
+		return 0
+	}
+	return min(r.level.StalenessTime, r.leaseUntil-now)
+}
+
 // lag returns the worst replication lag among bounded followers: ops
 // behind, and the age of the oldest op they lack.
 func (r *Replica) lag(now time.Duration) (ops uint64, age time.Duration) {
@@ -422,7 +437,13 @@ func (r *Replica) flushLeader(now time.Duration) {
 		}
 		sent := r.sendEntries(now, f)
 		if !sent && f.wantGrant {
-			r.sendAppend(now, f, f.heartbeatPrev(), nil)
+			if r.grantFor(now) > 0 {
+				r.sendAppend(now, f, f.heartbeatPrev(), nil)
+			} else {
+				// Nothing to grant; the follower asks again on its next
+				// refused read.
+				f.wantGrant = false
+			}
 		}
 	}
 }
@@ -492,9 +513,11 @@ func (r *Replica) sendAppend(now time.Duration, f *follower, prev LSN, entries [
 		LeaderLast: r.last, Member: r.wq.IsMember(f.region), WantAck: f.match < prev || f.match < r.last,
 	}
 	if f.probeNew {
-		m.EchoBoot, m.Echo = f.probeBoot, f.probe
-		f.probeNew = false
-		f.grantSentAt, f.granted = now, true
+		if g := r.grantFor(now); g > 0 {
+			m.EchoBoot, m.Echo, m.Grant = f.probeBoot, f.probe, g
+			f.probeNew = false
+			f.grantSentAt, f.granted = now, true
+		}
 	}
 	f.wantGrant = false
 	f.sentCommit, f.sentStable = max(r.commit, commit), r.stable

@@ -66,11 +66,16 @@ type Message struct {
 	Stable     LSN // durable on every replica (undo and compaction floor)
 	LeaderLast LSN // write region's last assigned LSN when it built the message
 	// Echo answers the follower's latest probe (ProbeBoot, Probe): the
-	// follower may serve bounded-staleness reads until Echo + T once it has
-	// applied LeaderLast. Member says whether the follower is in the write
-	// quorum (only members serve bounded-staleness reads).
+	// follower may serve bounded-staleness reads until Echo + Grant
+	// (shortened by the drift margin) once it has applied LeaderLast.
+	// Grant is T cut to what remains of the write region's lease, and is
+	// set only while that lease holds and is validated for the epoch (see
+	// the package doc, Reads); an echo with Grant 0 grants nothing. Member
+	// says whether the follower is in the write quorum (only members serve
+	// bounded-staleness reads).
 	EchoBoot uint64
 	Echo     time.Duration
+	Grant    time.Duration
 	Member   bool
 	// WantAck: the write region does not know the follower has matched up
 	// to Prev; a heartbeat with it set must be answered.

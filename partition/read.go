@@ -38,11 +38,12 @@ func (r *Replica) admitRead(now time.Duration, req *ReadRequest) error {
 	}
 	switch c {
 	case Strong:
+		// A paused write region serves no strong read either (redirect,
+		// ReasonPaused): the switchover it paused for may already have
+		// committed and its successor acknowledged writes, and nothing
+		// tells it in time; its lease does not rule that out.
 		if err := r.redirect(req.Epoch); err != nil {
-			// A paused write region still serves strong reads of its epoch.
-			if !(r.role == RolePaused && req.Epoch == r.epoch) {
-				return err
-			}
+			return err
 		}
 		if err := r.leaseErr(now); err != nil {
 			return err
@@ -52,10 +53,16 @@ func (r *Replica) admitRead(now time.Duration, req *ReadRequest) error {
 				r.id, r.region(), r.readBarrier, r.commit, ErrNotReady)
 		}
 	case BoundedStaleness:
-		if r.role.writeRegion() {
+		if r.role == RoleLeader {
 			// The write region is within any bound of itself, as long as
 			// it still is the write region: its lease says so.
 			return r.leaseErr(now)
+		}
+		if r.role == RolePaused {
+			// Not so a paused one: its successor may be writing already
+			// (see Strong).
+			return fmt.Errorf("partition %d region %s: paused for a switchover that may have completed: %w",
+				r.id, r.region(), ErrNotFresh)
 		}
 		if r.level.StalenessTime == 0 {
 			return fmt.Errorf("partition %d: bounded-staleness read of a %v partition (no bounds configured) at a follower: %w",
@@ -91,11 +98,8 @@ func (r *Replica) fresh(now time.Duration, target LSN) bool {
 	if !f.member || r.writeRegion == "" {
 		return false
 	}
-	if f.hasGrant && target >= f.grantNeed {
-		until := f.grantP + time.Duration(float64(r.level.StalenessTime)*(1-r.h.cfg.DriftMargin))
-		if now < until {
-			return true
-		}
+	if f.hasGrant && target >= f.grantNeed && now < r.grantEnd() {
+		return true
 	}
 	return now < f.freshUntil
 }

@@ -67,10 +67,12 @@ type Replica struct {
 
 // followerState is what a follower keeps beyond the shared fields.
 type followerState struct {
-	// Freshness for bounded-staleness reads: a grant (p, need) becomes
-	// valid once applied >= need, until p + T (shortened by the drift margin).
+	// Freshness for bounded-staleness reads: a grant (p, need, d) becomes
+	// valid once applied >= need, until p + min(d, T) (shortened by the
+	// drift margin; see grantEnd).
 	grantP     time.Duration
 	grantNeed  LSN
+	grantFor   time.Duration
 	hasGrant   bool
 	freshUntil time.Duration
 	member     bool
@@ -526,10 +528,19 @@ func (r *Replica) applyCommitted() {
 func (r *Replica) onApplied() {
 	f := &r.fol
 	if f.hasGrant && r.applied >= f.grantNeed {
-		until := f.grantP + time.Duration(float64(r.level.StalenessTime)*(1-r.h.cfg.DriftMargin))
-		f.freshUntil = max(f.freshUntil, until)
+		f.freshUntil = max(f.freshUntil, r.grantEnd())
 		f.hasGrant = false
 	}
+}
+
+// grantEnd is when the pending freshness grant stops letting this follower
+// serve bounded-staleness reads: its probe time plus the grant's length
+// (at most T; less when the write region's lease ends sooner), shortened
+// by the drift margin since the length was measured on another clock.
+func (r *Replica) grantEnd() time.Duration {
+	f := &r.fol
+	d := min(f.grantFor, r.level.StalenessTime)
+	return f.grantP + time.Duration(float64(d)*(1-r.h.cfg.DriftMargin))
 }
 
 // trimTail drops in-memory ops no longer needed: applied and (on a write

@@ -52,7 +52,8 @@ done
 # of preloaded data per partition; back to the preferred region only
 # after a minute of health).
 # graceful-drain: an operator drains the write-heavy region (RPO 0, at most
-# DrainConcurrency switchovers at once), the node driving it restarts a
+# DrainConcurrency switchovers at once, DrainBurst at once and DrainRate per
+# second started), the node driving it restarts a
 # third of the way and the drain resumes.
 # gray-failure: the write-heavy region's disk stalls while it heartbeats;
 # clients' errors and the stalled commit LSN fail it over.

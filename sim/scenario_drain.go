@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,16 +14,19 @@ import (
 // another region runs failover.Manager.Drain, which moves every partition
 // written there elsewhere by graceful switchovers (fence, record the fence
 // LSN in the register, wait for the target to hold it, switch; abort and
-// reopen after GracefulTimeout), at most DrainConcurrency at once. A third
+// reopen after GracefulTimeout), at most DrainConcurrency at once, started
+// at most DrainBurst at once and DrainRate per second after that. A third
 // of the way through, the node driving the drain is powered off for half a
 // lease (too short to be declared failed) and, once back, the operator
-// issues the drain again: it resumes with what is left. RPO 0; no
-// automatic failover; every partition leaves the region.
+// issues the drain again: it resumes with what is left, without a fresh
+// burst past the rate. RPO 0; no automatic failover; every partition
+// leaves the region; the starts (register times, the driver's clock)
+// conform to the rate limit across the restart.
 type drainScenario struct{}
 
 func (drainScenario) Name() string { return "graceful-drain" }
 func (drainScenario) Description() string {
-	return "an operator drains the write-heavy region by graceful switchovers (RPO 0, DrainConcurrency at once); the driving node restarts a third of the way and the drain resumes; time per partition"
+	return "an operator drains the write-heavy region by graceful switchovers (RPO 0, DrainConcurrency at once, DrainRate per second); the driving node restarts a third of the way and the drain resumes within the rate; time per partition"
 }
 func (s drainScenario) Run(cfg Config) (Result, error) {
 	res, _, err := runScripted(s, cfg)
@@ -48,6 +53,17 @@ type DrainFigures struct {
 	Concurrency int     `json:"drain_concurrency"`
 	PerPart     Dist    `json:"per_partition_s"`
 	TotalS      float64 `json:"total_s"`
+	// RatePerS and Burst are the drain's rate limit (DrainRate,
+	// DrainBurst). Starts counts the switchovers started out of the region
+	// (aborted ones restart), StartedPerS is the observed rate from the
+	// first start to the last (restart pause included), and MaxStartsIn1S
+	// the most starts in any one second (at most Burst + RatePerS), all by
+	// the start times in the registers.
+	RatePerS      float64 `json:"drain_rate_per_s"`
+	Burst         int     `json:"drain_burst"`
+	Starts        int     `json:"switchovers_started"`
+	StartedPerS   float64 `json:"switchovers_started_per_s"`
+	MaxStartsIn1S int     `json:"max_switchovers_started_in_1s"`
 	// MaxRunning is the most switchovers out of the region at once.
 	MaxRunning int `json:"max_running"`
 	// Aborts counts switchovers that timed out (GracefulTimeout) and
@@ -64,6 +80,8 @@ func (f *DrainFigures) table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-34s %d partitions in %.2f s, %d at once at most (cap %d), %d aborts; per partition p50 %.3f p99 %.3f max %.3f s\n",
 		"graceful drain", f.Partitions, f.TotalS, f.MaxRunning, f.Concurrency, f.Aborts, f.PerPart.P50, f.PerPart.P99, f.PerPart.Max)
+	fmt.Fprintf(&b, "%-34s %d started at %.1f/s first to last, at most %d in 1 s (rate %g/s, burst %d)\n", "drain rate",
+		f.Starts, f.StartedPerS, f.MaxStartsIn1S, f.RatePerS, f.Burst)
 	fmt.Fprintf(&b, "%-34s driver restarted with %d left, drain resumed at %.2f s; %d not drained\n", "interrupted and resumed",
 		f.RemainingAtRestart, f.ResumedAfterS, f.NotDrained)
 	return b.String()
@@ -78,6 +96,10 @@ type foDrainState struct {
 	running       int
 	ungraceful    int
 	firstUngraced string
+	// lastStart is each partition's latest switchover start seen (register
+	// time); starts holds them all.
+	lastStart []time.Duration
+	starts    []time.Duration
 }
 
 // drainDriver is the node that runs the drain: another region's.
@@ -88,15 +110,25 @@ func (s drainScenario) inject(r *foRun) {
 	drained := fw.regions[s.drained()]
 	st := &foDrainState{from: fw.now(), start: make([]time.Duration, len(fw.parts)), done: make([]time.Duration, len(fw.parts))}
 	r.drain = st
-	r.fig.Drain = &DrainFigures{Concurrency: failover.DefaultDrainConcurrency}
+	r.fig.Drain = &DrainFigures{Concurrency: failover.DefaultDrainConcurrency,
+		RatePerS: failover.DefaultDrainRate, Burst: failover.DefaultDrainBurst}
 	// The drained partitions count as "affected": failover completion in
 	// the report is then the time each left the region.
 	r.downRegion(s.drained())
 	r.fig.Drain.Partitions = fw.m.startOutage(fw, r.down, fw.now())
 	r.down = make([]bool, len(fw.nodes)) // nothing is down: no re-sync to count
 	st.inSwitch = make([]bool, len(fw.parts))
+	st.lastStart = make([]time.Duration, len(fw.parts))
 	fw.onLearn = func(i int, old, sv failover.State, at time.Duration) {
 		in := sv.Phase == failover.PhaseSwitchover && sv.WriteRegion == drained
+		if in {
+			for _, t := range sv.History {
+				if t.Kind == failover.DecideStartSwitchover && t.From == drained && t.At >= st.from && t.At != st.lastStart[i] {
+					st.lastStart[i] = t.At
+					st.starts = append(st.starts, t.At)
+				}
+			}
+		}
 		if in != st.inSwitch[i] {
 			st.inSwitch[i] = in
 			if in {
@@ -208,5 +240,36 @@ func (s drainScenario) check(r *foRun) {
 	}
 	if f.Partitions == 0 {
 		r.violation(ViolationInvariant, "no partition to drain")
+	}
+	s.checkRate(r)
+}
+
+// checkRate measures the drain's starts and checks them against its rate
+// limit, replayed as the same bucket: DrainBurst at once, then one per
+// 1/DrainRate.
+func (drainScenario) checkRate(r *foRun) {
+	st, f := r.drain, r.fig.Drain
+	starts := slices.Clone(st.starts)
+	slices.Sort(starts)
+	f.Starts = len(starts)
+	if len(starts) > 1 {
+		f.StartedPerS = float64(len(starts)-1) / (starts[len(starts)-1] - starts[0]).Seconds()
+	}
+	j := 0
+	for i := range starts {
+		for starts[i]-starts[j] >= time.Second {
+			j++
+		}
+		f.MaxStartsIn1S = max(f.MaxStartsIn1S, i-j+1)
+	}
+	iv := time.Duration(float64(time.Second) / f.RatePerS)
+	tat := time.Duration(math.MinInt64 / 2)
+	for _, at := range starts {
+		if allowed := tat - time.Duration(f.Burst-1)*iv; at < allowed {
+			r.violation(ViolationInvariant, "drain switchover started at %v, before the rate limit allowed (%v; %g/s, burst %d)",
+				at, allowed, f.RatePerS, f.Burst)
+			return
+		}
+		tat = max(tat, at) + iv
 	}
 }

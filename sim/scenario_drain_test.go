@@ -33,8 +33,14 @@ func TestGracefulDrainScenario(t *testing.T) {
 			require.Positive(t, f.Partitions)
 			require.Zero(t, f.NotDrained)
 			require.Equal(t, f.Partitions, f.PerPart.N)
-			// Rate limited: the cap was reached and never passed.
-			require.Equal(t, failover.DefaultDrainConcurrency, f.MaxRunning)
+			// Paced by the rate limit: never more than the cap at once,
+			// never more than the burst plus a second's worth of starts
+			// in a second (the scenario replays the bucket exactly).
+			require.Positive(t, f.MaxRunning)
+			require.LessOrEqual(t, f.MaxRunning, failover.DefaultDrainConcurrency)
+			require.GreaterOrEqual(t, f.Starts, f.Partitions)
+			require.LessOrEqual(t, f.MaxStartsIn1S, failover.DefaultDrainBurst+int(failover.DefaultDrainRate))
+			require.LessOrEqual(t, f.StartedPerS, failover.DefaultDrainRate+float64(failover.DefaultDrainBurst))
 			// Interrupted midway and resumed to the end.
 			require.Greater(t, f.RemainingAtRestart, 0)
 			require.Less(t, f.RemainingAtRestart, f.Partitions)
