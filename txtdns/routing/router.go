@@ -456,6 +456,7 @@ type Operation struct {
 	force     bool
 	last      error
 	region    string // the region of the attempt in flight
+	sentEpoch uint64 // the route epoch the attempt in flight carries
 	quick     bool   // the attempt in flight is a quick half-open probe
 	pending   bool   // a live replica answered that nothing changed yet
 	// setEpoch is the route epoch tried and failed were gathered under:
@@ -578,7 +579,7 @@ func (o *Operation) pick(e *Entry, now time.Time) Decision {
 	if !ok {
 		return o.fail(fmt.Errorf("%w: partition %d", ErrCircuitOpen, o.p), o.r.backoff)
 	}
-	o.region, o.quick, o.state = region, deadline > 0, opSending
+	o.region, o.sentEpoch, o.quick, o.state = region, e.Epoch, deadline > 0, opSending
 	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1, Timeout: deadline}
 }
 
@@ -639,7 +640,13 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 			out = r.Redirect(rp, epoch, to, now)
 		}
 		o.last = opErr
-		if out == Inserted || out == Updated {
+		// News for this operation: the redirect moved the route, or the
+		// route moved past the epoch the attempt carried while it was in
+		// flight (another operation's redirect or a DNS answer got there
+		// first, so this redirect leaves the cache unchanged). Either way
+		// the next attempt goes to the newer route at once: waiting a
+		// poll here would only delay a route already known.
+		if out == Inserted || out == Updated || o.routeMoved() {
 			o.redirects++
 			if o.redirects > r.cfg.MaxRedirects {
 				return verdict(o.finish(o.exhausted(fmt.Errorf("%w: %w", ErrTooManyRedirects, opErr))))
@@ -704,6 +711,13 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 		}
 		return verdict(o.fail(opErr, r.backoff))
 	}
+}
+
+// routeMoved reports whether the partition's cached route is newer than
+// the one the attempt in flight carried.
+func (o *Operation) routeMoved() bool {
+	e, ok := o.r.cache.Get(o.p)
+	return ok && e.Epoch > o.sentEpoch
 }
 
 // triedSet is the small set of regions one operation has tried.

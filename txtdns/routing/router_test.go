@@ -570,3 +570,47 @@ func TestOperationNewRouteStartsAfresh(t *testing.T) {
 	op.Report(now, &RedirectError{Partition: 2, Epoch: 4, WriteRegion: "westus"})
 	assert.Equal(t, Open, r.Breakers().State(2, "westus"), "failed under epoch 4 and named at epoch 4: tripped")
 }
+
+// TestOperationRouteMovedWhileInFlight: the route moved past the epoch an
+// attempt carried while it was in flight (another operation's redirect,
+// or a DNS answer, possibly a range naming many partitions). The
+// attempt's redirect then leaves the cache unchanged, yet it is news for
+// this operation: the next attempt goes to the newer route at once, not
+// after a poll wait. (Traced in the 4300-partition drill: a client's
+// redirect to the new epoch waited 345 ms because a DNS answer for
+// another partition's run had taught its router the new route first.)
+func TestOperationRouteMovedWhileInFlight(t *testing.T) {
+	committed := &RedirectError{Partition: 1, Epoch: 4, WriteRegion: "westus"}
+	notYet := &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"}
+	tests := []struct {
+		name  string
+		move  func(r *Router) // while the attempt is in flight
+		reply error
+	}{
+		{"another operation's redirect", func(r *Router) {
+			r.Redirect(1, 4, "westus", t0)
+		}, committed},
+		{"a DNS answer naming a run of partitions", func(r *Router) {
+			r.OfferRun(txtdns.Run{Lo: 0, Hi: 7, Epoch: 4, WriteRegion: "westus", Priority: prio, ConfigVersion: 2}, 5*time.Second, t0, 5)
+		}, committed},
+		{"a replica not yet told answers the old route", func(r *Router) {
+			r.Redirect(1, 4, "westus", t0)
+		}, notYet},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRouter(t, nil)
+			op := r.Begin(1, Request{Write: true})
+			d := mustSend(t, &op, t0)
+			require.Equal(t, uint64(3), d.Entry.Epoch)
+			tc.move(r)
+			v := op.Report(t0, tc.reply)
+			require.False(t, v.Done)
+			assert.Zero(t, v.Wait, "the newer route is tried at once")
+			assert.Zero(t, op.Attempts(), "not a failed attempt")
+			d = mustSend(t, &op, t0)
+			assert.Equal(t, "westus", d.Region)
+			assert.Equal(t, uint64(4), d.Entry.Epoch)
+		})
+	}
+}
