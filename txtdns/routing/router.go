@@ -660,10 +660,19 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 		// region we cannot reach was not replaced yet: a failover is
 		// pending, so the region's breaker opens and the polls go to live
 		// replicas, which will name the new write region.
-		o.tried.add(region)
 		o.pending = true
 		e, ok := r.cache.Get(p)
 		named := ok && to == e.WriteRegion && epoch == e.Epoch
+		if !named || region == to {
+			// The write region itself (paused, fenced) or a replica with
+			// another view: ask another region next.
+			o.tried.add(region)
+		}
+		// Else a follower confirmed the write region we know: it stays
+		// the region polled (the first live one in priority order, the
+		// likely failover target, which learns the commit first) rather
+		// than the polls rotating to a farther region, which learns it a
+		// hop later and costs a longer round trip per poll.
 		if named && o.failed.has(to) {
 			r.breakers.Trip(p, to, now)
 		}

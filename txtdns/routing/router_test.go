@@ -317,9 +317,16 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 		attempts  int
 		wantState BreakerState
 	}{
-		{name: "within the open window: live regions only", at: time.Second,
+		{name: "within the open window: the live follower that answered is polled again", at: time.Second,
 			steps: []step{
 				{"westus", 0, notYet, "poll"},
+				{"westus", 0, notYet, "poll"},
+				{"westus", 0, committed, "none"},
+				{"westus", 0, nil, "done"},
+			}, attempts: 2, wantState: Open},
+		{name: "a follower with an older view: the next region is asked", at: time.Second,
+			steps: []step{
+				{"westus", 0, &RedirectError{Partition: 1, Epoch: 2, WriteRegion: "eastus"}, "backoff"},
 				{"northeu", 0, committed, "none"},
 				{"westus", 0, nil, "done"},
 			}, attempts: 1, wantState: Open},
@@ -327,13 +334,13 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 			steps: []step{
 				{"westus", 0, notYet, "none"},
 				{"eastus", probeDeadline, timeout, "none"},
-				{"northeu", 0, notYet, "poll"},
+				{"westus", 0, notYet, "poll"},
 			}, attempts: 2, wantState: Open},
-		{name: "commit during the probe: the next live region redirects", at: 5 * time.Second,
+		{name: "commit during the probe: the live follower redirects", at: 5 * time.Second,
 			steps: []step{
 				{"westus", 0, notYet, "none"},
 				{"eastus", probeDeadline, timeout, "none"},
-				{"northeu", 0, committed, "none"},
+				{"westus", 0, committed, "none"},
 				{"westus", 0, nil, "done"},
 			}, attempts: 1, wantState: Open},
 		{name: "the region came back: the probe closes the breaker", at: 5 * time.Second,
