@@ -343,10 +343,13 @@ func (r *Router) Classify(err error) AttemptClass {
 // region that just failed while live replicas answer.
 //
 // It also returns the attempt's deadline: non-zero for a quick half-open
-// probe (Breakers.AllowProbe). With deferQuick (no live region answered
-// this operation yet), a quick probe goes last: a live region is asked
-// first, so the probe follows fresh news that the failover is still
-// pending instead of delaying the news that it committed.
+// probe (Breakers.AllowProbe). With deferQuick (the step does not follow
+// a live region's fresh "not yet": the operation starts, or a poll wait
+// ended), a quick probe goes last: a live region is asked first, so the
+// probe follows fresh news that the failover is still pending instead of
+// delaying the news that it committed (a probe that became due during a
+// poll wait used to go first, and a commit during the wait then cost the
+// probe's deadline on top of the poll).
 func (r *Router) pick(p uint32, cands []string, tried, failed *triedSet, deferQuick bool, now time.Time) (string, time.Duration, bool) {
 	deferred := ""
 	for tier := range 3 {
@@ -459,6 +462,11 @@ type Operation struct {
 	sentEpoch uint64 // the route epoch the attempt in flight carries
 	quick     bool   // the attempt in flight is a quick half-open probe
 	pending   bool   // a live replica answered that nothing changed yet
+	// fresh: the last attempt was a live replica's "not yet" that found
+	// the write region's quick probe due, so the probe goes now. At any
+	// other step (after a poll wait, at the start) a due quick probe waits
+	// behind a live region's fresh news (see Router.pick).
+	fresh bool
 	// setEpoch is the route epoch tried and failed were gathered under:
 	// a newer route (from a redirect or DNS) starts them afresh, as what
 	// failed under the old route says nothing of the new one.
@@ -575,7 +583,8 @@ func (o *Operation) pick(e *Entry, now time.Time) Decision {
 		o.tried, o.failed, o.setEpoch = triedSet{}, triedSet{}, e.Epoch
 	}
 	cands := Candidates(o.candBuf[:], *e, o.req, o.r.cfg.PreferredRegions)
-	region, deadline, ok := o.r.pick(o.p, cands, &o.tried, &o.failed, !o.pending, now)
+	region, deadline, ok := o.r.pick(o.p, cands, &o.tried, &o.failed, !o.fresh, now)
+	o.fresh = false
 	if !ok {
 		return o.fail(fmt.Errorf("%w: partition %d", ErrCircuitOpen, o.p), o.r.backoff)
 	}
@@ -680,6 +689,7 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 			// The named write region's quick probe is due: it goes now,
 			// right after this fresh "not yet", and stands in for the
 			// poll's wait.
+			o.fresh = true
 			return verdict(o.fail(opErr, Backoff{}))
 		}
 		if named {

@@ -336,6 +336,19 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 				{"eastus", probeDeadline, timeout, "none"},
 				{"westus", 0, notYet, "poll"},
 			}, attempts: 2, wantState: Open},
+		{name: "probe due during a poll wait: the live follower first, then the probe", at: 5*time.Second - 200*time.Millisecond,
+			steps: []step{
+				{"westus", 0, notYet, "poll"},
+				{"westus", 0, committed, "none"},
+				{"westus", 0, nil, "done"},
+			}, attempts: 1, wantState: Open},
+		{name: "probe due during a poll wait, failover still pending", at: 5*time.Second - 200*time.Millisecond,
+			steps: []step{
+				{"westus", 0, notYet, "poll"},
+				{"westus", 0, notYet, "none"},
+				{"eastus", probeDeadline, timeout, "none"},
+				{"westus", 0, notYet, "poll"},
+			}, attempts: 3, wantState: Open},
 		{name: "commit during the probe: the live follower redirects", at: 5 * time.Second,
 			steps: []step{
 				{"westus", 0, notYet, "none"},
