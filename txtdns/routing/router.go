@@ -516,10 +516,18 @@ func (o *Operation) fail(err error, b Backoff) Decision {
 	return Decision{Action: ActWait, Wait: b.Delay(o.attempts)}
 }
 
-// steadyPoll is the poll backoff at its cap: RedirectPoll with equal
-// jitter, in [RedirectPoll/2, RedirectPoll].
+// steadyPollSpread is the random part of a steady poll's wait.
+const steadyPollSpread = 0.25
+
+// steadyPoll is the poll backoff at its cap: RedirectPoll less up to a
+// quarter, in [3/4 RedirectPoll, RedirectPoll]. The cap bounds how long a
+// commit can wait for the next poll (the reroute time); the mean sets the
+// poll load on the live regions. With equal jitter ([1/2, 1] of the cap,
+// mean 3/4) the load was higher for the same bound; a quarter still
+// spreads the clients' polls, at a mean of 7/8 of the cap: about 2.3
+// polls per second at 500 ms rather than 2.7.
 func (r *Router) steadyPoll() Backoff {
-	return Backoff{Base: r.cfg.RedirectPoll, Max: r.cfg.RedirectPoll, Rand: r.cfg.Rand}
+	return Backoff{Base: r.cfg.RedirectPoll, Max: r.cfg.RedirectPoll, Rand: r.cfg.Rand, Spread: steadyPollSpread}
 }
 
 // RetryDelay is how long the application should wait before it retries

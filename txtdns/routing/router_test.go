@@ -286,6 +286,7 @@ func TestRetryDelayPollsWhileAFailoverIsPending(t *testing.T) {
 	failing.Report(t0, errors.New("timeout"))
 	for n := 1; n <= 20; n++ {
 		assert.LessOrEqual(t, pending.RetryDelay(n), DefaultRedirectPoll)
+		assert.GreaterOrEqual(t, pending.RetryDelay(n), DefaultRedirectPoll*3/4, "a steady poll: at most a quarter early")
 		assert.LessOrEqual(t, failing.RetryDelay(n), DefaultBackoffMax)
 	}
 	assert.Greater(t, failing.RetryDelay(20), DefaultRedirectPoll, "other failures back off further")
@@ -404,7 +405,7 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 					assert.Zero(t, v.Wait, "step %d: the next attempt goes at once", i)
 				case "poll":
 					assert.False(t, v.Done, "step %d", i)
-					assert.GreaterOrEqual(t, v.Wait, DefaultRedirectPoll/2, "step %d: steady poll, not faster", i)
+					assert.GreaterOrEqual(t, v.Wait, DefaultRedirectPoll*3/4, "step %d: steady poll, not faster", i)
 					assert.LessOrEqual(t, v.Wait, DefaultRedirectPoll, "step %d", i)
 				case "backoff":
 					assert.False(t, v.Done, "step %d", i)
