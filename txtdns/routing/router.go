@@ -263,7 +263,7 @@ func (r *Router) OfferRun(run txtdns.Run, ttl time.Duration, now time.Time, p ui
 	for q := lo; q <= hi; q++ {
 		before := r.epochOf(uint32(q))
 		o := r.cache.Offer(run.Route(uint32(q)), expires, now)
-		r.promoted(uint32(q), before, o)
+		r.promoted(uint32(q), before, o, now)
 		r.obs.Answer(o)
 		if uint32(q) == p || q == hi {
 			out = o
@@ -281,7 +281,7 @@ func (r *Router) Redirect(p uint32, epoch uint64, region string, now time.Time) 
 	}
 	before := r.epochOf(p)
 	out := r.cache.Redirect(p, epoch, region, now.Add(r.cfg.RedirectTTL), now)
-	r.promoted(p, before, out)
+	r.promoted(p, before, out, now)
 	r.obs.Redirect(out)
 	return out
 }
@@ -295,18 +295,21 @@ func (r *Router) epochOf(p uint32) uint64 {
 }
 
 // promoted resets the breaker of p's new write region when the cache
-// moved p from a cached epoch to a newer one: failures counted against
-// that region (as a follower, or before it came back) predate the
-// failover that made it the write region, which commits only to a live,
-// caught-up region. Without this a breaker opened while the region was
-// down or fenced keeps the clients off the new write region for OpenFor
-// after the failover, polling replicas that all name it.
-func (r *Router) promoted(p uint32, before uint64, out Outcome) {
+// moved p from a cached epoch to a newer one (Breakers.Promoted):
+// failures counted against that region (as a follower, or before it came
+// back) predate the failover that made it the write region, which
+// commits only to a live, caught-up region. Without this a breaker opened
+// while the region was down or fenced keeps the clients off the new
+// write region for OpenFor after the failover, polling replicas that all
+// name it; and a client cut off from the new write region probes it every
+// PromotedOpenFor rather than OpenFor, so it is back soon after the cut
+// heals.
+func (r *Router) promoted(p uint32, before uint64, out Outcome, now time.Time) {
 	if before == 0 || out != Updated {
 		return
 	}
 	if e, ok := r.cache.Get(p); ok && e.Epoch > before {
-		r.breakers.Reset(p, e.WriteRegion)
+		r.breakers.Promoted(p, e.WriteRegion, now)
 	}
 }
 

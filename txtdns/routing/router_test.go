@@ -635,3 +635,80 @@ func TestOperationRouteMovedWhileInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestRouterCutOffFromTheNewWriteRegion: the route moves to westus at a
+// newer epoch, but this client cannot reach it (a cut); live replicas name
+// it. Its breaker opens and is probed about every PromotedOpenFor (1 s)
+// plus a poll wait and the probe's deadline, so once the cut heals the
+// client is there within about 2 s, not OpenFor (5 s) and more.
+func TestRouterCutOffFromTheNewWriteRegion(t *testing.T) {
+	tests := []struct {
+		name        string
+		promotedFor time.Duration
+		within      bool // back within 2.5 s of the heal (PromotedOpenFor + a poll + a probe)
+	}{
+		{"default PromotedOpenFor", 0, true},
+		{"PromotedOpenFor = OpenFor (as before)", 5 * time.Second, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The worst over heals at every phase of the probe cadence.
+			var worst time.Duration
+			for k := range 24 {
+				worst = max(worst, cutOffReturn(t, tc.promotedFor, 20*time.Second+time.Duration(k)*250*time.Millisecond))
+			}
+			assert.Equal(t, tc.within, worst <= 2500*time.Millisecond, "back %v after the heal at worst", worst)
+		})
+	}
+}
+
+// cutOffReturn is how long after the heal (at healAt) the client's
+// write lands.
+func cutOffReturn(t *testing.T, promotedFor, healAt time.Duration) time.Duration {
+	r := newTestRouter(t, func(c *RouterConfig) { c.Breaker.PromotedOpenFor = promotedFor })
+	now := t0
+	r.Redirect(1, 4, "westus", now)
+	heal := now.Add(healAt)
+	var landed time.Time
+	for steps := 0; landed.IsZero(); steps++ {
+		require.Less(t, steps, 1000)
+		op := r.Begin(1, Request{Write: true})
+		for landed.IsZero() {
+			d := op.Next(now)
+			if d.Action == ActResolve {
+				e, _ := r.Cache().Get(1)
+				d = op.Resolved(now, e, nil)
+			}
+			if d.Action == ActWait {
+				now = now.Add(d.Wait)
+				continue
+			}
+			if d.Action == ActDone {
+				break
+			}
+			var v Verdict
+			switch {
+			case d.Region == "westus" && now.Before(heal):
+				timeout := time.Second
+				if d.Timeout > 0 {
+					timeout = d.Timeout
+				}
+				now = now.Add(timeout)
+				v = op.Report(now, errors.New("timeout"))
+			case d.Region == "westus":
+				v = op.Report(now, nil)
+				landed = now
+			default:
+				v = op.Report(now, &RedirectError{Partition: 1, Epoch: 4, WriteRegion: "westus"})
+			}
+			now = now.Add(v.Wait)
+			if v.Done {
+				break
+			}
+		}
+		if landed.IsZero() {
+			now = now.Add(op.RetryDelay(1))
+		}
+	}
+	return landed.Sub(heal)
+}
