@@ -199,6 +199,17 @@ func (b *Breakers) AllowProbe(p uint32, region string, now time.Time) (bool, tim
 	}
 }
 
+// Tripped reports whether region's breaker for partition p is open or
+// half-open by a Trip: a live replica confirmed that the region, which
+// the client could not reach, is still the write region (a failover is
+// pending).
+func (b *Breakers) Tripped(p uint32, region string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	br := b.m[breakerKey{p, region}]
+	return br != nil && br.state != Closed && !br.trippedAt.IsZero()
+}
+
 // QuickProbeDue reports whether Allow would now let a quick probe
 // (ProbeDeadline) through to region for partition p. It changes nothing.
 func (b *Breakers) QuickProbeDue(p uint32, region string, now time.Time) bool {

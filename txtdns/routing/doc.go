@@ -64,6 +64,15 @@
 // deadline. Past QuickProbeFor from the trip, probes take the full
 // timeout again (a region that came back slow still closes its breaker).
 //
+// Such polls (Decision.Poll, Target.Poll) answer every operation of the
+// partition alike, so Exec shares them among its concurrent operations of
+// one partition: while one poll is in flight the others wait for its
+// redirect, and while several poll, the partition's polls are spaced by
+// 3/4 RedirectPoll. Many operations waiting on one partition then cost
+// about one poll per 3/4 RedirectPoll, not one each (Config.NoPollSharing
+// turns this off; fmnode_routing_polls_shared_total counts the polls
+// saved). A driver of Calls or Operations of its own does not share.
+//
 // # Consistency
 //
 // Reads carry a Consistency (strong, bounded staleness, session, eventual)

@@ -410,6 +410,13 @@ type Decision struct {
 	// failover is pending). The driver gives it up after Timeout and
 	// Reports it failed; the operation then moves on at once.
 	Timeout time.Duration
+	// Poll: the attempt asks a live region whether a pending failover
+	// committed (the partition's write region is tripped, and the
+	// attempt goes elsewhere). Its redirect answers every operation of
+	// the partition alike, so a driver running many operations of one
+	// partition may share one poll's redirect among them (Client.Exec
+	// does) instead of sending one poll each.
+	Poll bool
 	// ActResolve: a refresh forced by a failure (the cached route may
 	// be fresh).
 	Force bool
@@ -600,7 +607,8 @@ func (o *Operation) pick(e *Entry, now time.Time) Decision {
 		return o.fail(fmt.Errorf("%w: partition %d", ErrCircuitOpen, o.p), o.r.backoff)
 	}
 	o.region, o.sentEpoch, o.quick, o.state = region, e.Epoch, deadline > 0, opSending
-	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1, Timeout: deadline}
+	poll := deadline == 0 && region != e.WriteRegion && o.r.breakers.Tripped(o.p, e.WriteRegion)
+	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1, Timeout: deadline, Poll: poll}
 }
 
 // Unsent reports that the attempt Next chose could not be sent (the
