@@ -944,7 +944,7 @@ func TestExecSharesPollsOfOnePartition(t *testing.T) {
 		op := func(ctx context.Context, tg Target) (SessionToken, error) {
 			time.Sleep(3 * time.Millisecond) // the round trip
 			mu.Lock()
-			if tg.Region == "westus" && !committed {
+			if tg.Region != "eastus" && !committed { // a poll of a live region
 				polls++
 			}
 			mu.Unlock()

@@ -318,7 +318,7 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 		attempts  int
 		wantState BreakerState
 	}{
-		{name: "within the open window: the live follower that answered is polled again", at: time.Second,
+		{name: "within the open window: the fastest live region is polled", at: time.Second,
 			steps: []step{
 				{"westus", 0, notYet, "poll"},
 				{"westus", 0, notYet, "poll"},
@@ -381,6 +381,9 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 				r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: tc.prio, ConfigVersion: 2}, time.Hour, t0, 1)
 			}
 			r.Breakers().Trip(1, "eastus", t0)
+			// westus answers faster than northeu: polls go there.
+			r.lat.observe("westus", 10*time.Millisecond)
+			r.lat.observe("northeu", 80*time.Millisecond)
 			// The DNS route stays fresh for the test (forced refreshes are
 			// answered from the cache).
 			r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: cmpPrio(tc.prio), ConfigVersion: 3}, time.Hour, t0.Add(tc.at), 1)
@@ -711,4 +714,80 @@ func cutOffReturn(t *testing.T, promotedFor, healAt time.Duration) time.Duration
 		}
 	}
 	return landed.Sub(heal)
+}
+
+// TestPollTargetIsTheFastestLiveRegion: while a live region confirms the
+// route, polls go to the region that answers fastest, among those not
+// failed in the operation and not behind a breaker; a region never
+// measured is asked first (to measure it).
+func TestPollTargetIsTheFastestLiveRegion(t *testing.T) {
+	ms := time.Millisecond
+	cands := []string{"eastus", "westus", "northeu"}
+	tests := []struct {
+		name   string
+		lat    map[string]time.Duration
+		failed []string
+		open   []string
+		want   string
+	}{
+		{"fastest", map[string]time.Duration{"eastus": 70 * ms, "westus": 150 * ms, "northeu": 20 * ms}, nil, nil, "northeu"},
+		{"a region never measured first", map[string]time.Duration{"eastus": 1 * ms, "northeu": 20 * ms}, nil, nil, "westus"},
+		{"failed in the operation: skipped", map[string]time.Duration{"eastus": 1 * ms, "westus": 150 * ms, "northeu": 20 * ms}, []string{"eastus"}, nil, "northeu"},
+		{"breaker open: skipped", map[string]time.Duration{"eastus": 1 * ms, "westus": 150 * ms, "northeu": 20 * ms}, nil, []string{"eastus", "northeu"}, "westus"},
+		{"ties in candidate order", map[string]time.Duration{"eastus": 5 * ms, "westus": 5 * ms, "northeu": 5 * ms}, nil, nil, "eastus"},
+		{"none left", map[string]time.Duration{"eastus": 1 * ms, "westus": 1 * ms, "northeu": 1 * ms}, []string{"eastus", "westus"}, []string{"northeu"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRouter(t, nil)
+			for reg, d := range tc.lat {
+				r.lat.observe(reg, d)
+			}
+			var failed triedSet
+			for _, f := range tc.failed {
+				failed.add(f)
+			}
+			for _, o := range tc.open {
+				r.Breakers().Trip(1, o, t0)
+			}
+			got, ok := r.pollTarget(1, cands, &failed)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.want != "", ok)
+		})
+	}
+}
+
+// TestOperationPollsTheNearRegion: the write region eastus is tripped
+// (a failover is pending); westus answers in 150 ms, northeu in 20 ms.
+// An operation measures both, then polls northeu only, and follows
+// its redirect once the failover commits. (Rotating sent every other
+// poll to the far region; sticking to the first region that answered
+// kept polling it.)
+func TestOperationPollsTheNearRegion(t *testing.T) {
+	notYet := &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"}
+	r := newTestRouter(t, func(c *RouterConfig) { c.MaxAttempts = 20 })
+	r.Breakers().Trip(1, "eastus", t0)
+	r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: prio, ConfigVersion: 2}, time.Hour, t0, 1)
+	rtt := map[string]time.Duration{"westus": 150 * time.Millisecond, "northeu": 20 * time.Millisecond}
+	now := t0.Add(time.Second) // within the open window: no probe
+	op := r.Begin(1, Request{Write: true})
+	var sent []string
+	for i := range 6 {
+		d := mustSend(t, &op, now)
+		sent = append(sent, d.Region)
+		assert.True(t, d.Poll, "a poll of a pending failover")
+		now = now.Add(rtt[d.Region])
+		var reply error = notYet
+		if i == 5 {
+			reply = &RedirectError{Partition: 1, Epoch: 4, WriteRegion: "northeu"}
+		}
+		v := op.Report(now, reply)
+		require.False(t, v.Done)
+		now = now.Add(v.Wait)
+	}
+	assert.Equal(t, []string{"westus", "northeu", "northeu", "northeu", "northeu", "northeu"}, sent)
+	d := mustSend(t, &op, now)
+	assert.Equal(t, "northeu", d.Region)
+	assert.Equal(t, uint64(4), d.Entry.Epoch)
+	assert.False(t, d.Poll, "the new write region: not a poll")
 }
