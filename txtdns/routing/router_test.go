@@ -660,6 +660,7 @@ func TestRouterCutOffFromTheNewWriteRegion(t *testing.T) {
 			for k := range 24 {
 				worst = max(worst, cutOffReturn(t, tc.promotedFor, 20*time.Second+time.Duration(k)*250*time.Millisecond))
 			}
+			t.Logf("back %v after the heal at worst", worst)
 			assert.Equal(t, tc.within, worst <= 2500*time.Millisecond, "back %v after the heal at worst", worst)
 		})
 	}
