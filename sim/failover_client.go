@@ -94,6 +94,8 @@ type foClient struct {
 	// the client made while its partition's failover was pending (the
 	// load a long outage puts on the live regions).
 	pendingSends, pendingQueries int
+	// trace: the client's routing steps (Config.RerouteTrace; nil: off).
+	trace *foTrace
 }
 
 // foClients is the scheduler handler of every client.
@@ -139,6 +141,7 @@ func (fw *foWorld) startProbes() {
 		}
 		c.probe, c.probeEpoch, c.probeUntil = true, uint64(fw.m.epochT0[c.part]), now+foProbeMax
 		c.rerouteWatch, c.partitioned = true, false
+		fw.startTrace(c)
 		if !c.active {
 			fw.scheduleStart(c, 0)
 		}
@@ -186,6 +189,7 @@ func (h foClients) Fire(now time.Duration, arg uint64) {
 	case foCReply:
 		fw.clientReply(c)
 	case foCTimeout:
+		fw.trace(c, foTraceEv{kind: trTimeout})
 		fw.m.attemptReach(fw, c)
 		fw.noteClientError(c, c.sentRegion)
 		fw.clientReport(c, errAttemptTimeout)
@@ -228,6 +232,7 @@ func (fw *foWorld) clientStart(c *foClient) {
 	c.hi = fw.e.hist.Call(c.hclient, regInput{Kind: kind, Key: c.keyStr, Data: c.value}, now)
 	fw.e.ops.Issued++
 	c.op = fw.router(c).Begin(fw.rp(c.part), req)
+	fw.trace(c, foTraceEv{kind: trStart, ok: c.write})
 	fw.clientStep(c, c.op.Next(foTime(now)))
 }
 
@@ -238,11 +243,13 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 	switch d.Action {
 	case routing.ActResolve:
 		c.resolving = true
+		fw.trace(c, foTraceEv{kind: trDNSQuery, ok: d.Force})
 		if fw.m.pending(c) {
 			c.pendingQueries++
 		}
 		fw.dns.query(c)
 	case routing.ActWait:
+		fw.trace(c, foTraceEv{kind: trWait, dur: d.Wait})
 		w.Sched.After(d.Wait, NoNode, foClients{fw}, fw.cArg(c, foCWait))
 	case routing.ActSend:
 		ri := fw.regionIndex(quorum.Region(d.Region))
@@ -270,6 +277,7 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 		if d.Timeout > 0 {
 			timeout = min(timeout, d.Timeout) // a quick half-open probe
 		}
+		fw.traceSend(c, d, ri, timeout)
 		w.Sched.After(timeout, NoNode, foClients{fw}, fw.cArg(c, foCTimeout))
 	case routing.ActDone:
 		fw.clientEnd(c, d.Err)
@@ -282,6 +290,7 @@ func (fw *foWorld) clientArrive(c *foClient) {
 		return
 	}
 	fw.reportClientError(c, n)
+	fw.trace(c, foTraceEv{kind: trArrive})
 	c.delivered = c.delivered || c.write
 	ref := partition.ClientRef(uint64(c.idx)<<24 | c.attempt&0xffffff)
 	p := fw.parts[c.part].id
@@ -315,6 +324,7 @@ func (fw *foWorld) deliverReplies(n *foNode, rs []partition.Reply) {
 			continue
 		}
 		c.reply = r
+		fw.trace(c, foTraceEv{kind: trServerOut})
 		w.Sched.After(fw.oneWay(n.idx, c.node), NoNode, foClients{fw}, fw.cArg(c, foCReply))
 	}
 }
@@ -325,6 +335,7 @@ func (fw *foWorld) deliverReplies(n *foNode, rs []partition.Reply) {
 // (retried), and the rest (a write's outcome is then unknown: not retried).
 func (fw *foWorld) clientReply(c *foClient) {
 	r := c.reply
+	fw.traceReply(c, r)
 	var rd routing.Redirect
 	var err error
 	switch {
@@ -350,6 +361,7 @@ func (fw *foWorld) clientReport(c *foClient, err error) {
 	case v.Done:
 		fw.clientEnd(c, v.Err)
 	case v.Wait > 0:
+		fw.trace(c, foTraceEv{kind: trWait, dur: v.Wait})
 		c.attempt++
 		fw.e.w.Sched.After(v.Wait, NoNode, foClients{fw}, fw.cArg(c, foCWait))
 	default:
@@ -369,6 +381,7 @@ func (fw *foWorld) clientDNSAnswer(m foDNSMsg) {
 	}
 	c.resolving = false
 	e, err := fw.dns.offer(c.region, m.part, m.ans, m.err)
+	fw.traceDNS(c, e)
 	fw.clientStep(c, c.op.Resolved(foTime(fw.now()), e, err))
 }
 
@@ -382,6 +395,7 @@ func (fw *foWorld) clientDNSTimeout(m foDNSMsg) {
 		return
 	}
 	fw.dns.stats.ClientTimeout++
+	fw.trace(c, foTraceEv{kind: trDNSTimeout})
 	c.resolving = false
 	fw.clientStep(c, c.op.Resolved(foTime(fw.now()), nil, errors.New("sim: dns query timed out")))
 }
@@ -412,6 +426,10 @@ func (fw *foWorld) clientEnd(c *foClient, err error) {
 	}
 	c.active = false
 	c.attempt++
+	if c.trace != nil {
+		fw.trace(c, foTraceEv{kind: trEnd, ok: err == nil})
+		c.trace.done = c.firstNewAck != 0
+	}
 	if c.probe && (now >= c.probeUntil || err == nil && c.write && c.reply.Token.Epoch > partition.Epoch(c.probeEpoch)) {
 		c.probe = false
 	}

@@ -42,7 +42,10 @@ type foMetrics struct {
 	resyncNodes []bool
 	resyncBytes uint64
 
-	promotions     uint64
+	promotions uint64
+	// promoteAt: per affected partition, the first promotion after its
+	// failover committed (+1ns; kept only with Config.RerouteTrace).
+	promoteAt      []time.Duration
 	failovers      uint64
 	falseProgress  uint64
 	actionErrors   uint64
@@ -105,7 +108,17 @@ func (m *foMetrics) proposal(fw *foWorld, i int, p failover.Proposal, at time.Du
 	}
 }
 
-func (m *foMetrics) promoted(fw *foWorld, i int, at time.Duration) { m.promotions++ }
+func (m *foMetrics) promoted(fw *foWorld, i int, at time.Duration) {
+	m.promotions++
+	if fw.traceOn() && m.outage && m.affected[i] && m.complete[i] != 0 {
+		if m.promoteAt == nil {
+			m.promoteAt = make([]time.Duration, len(fw.parts))
+		}
+		if m.promoteAt[i] == 0 {
+			m.promoteAt[i] = at + 1
+		}
+	}
+}
 
 func (m *foMetrics) ack(fw *foWorld, i int, tok partition.Token, at time.Duration) {
 	m.acks[i] = append(m.acks[i], tok)
@@ -305,7 +318,10 @@ type FailoverReport struct {
 	ClientUnavailability      Dist   `json:"client_unavailability_s"`
 	// ClientPendingLoad: the clients' attempts and DNS queries per client
 	// per second while their partition's failover was pending.
-	ClientPendingLoad             PendingLoad       `json:"client_pending_load"`
+	ClientPendingLoad PendingLoad `json:"client_pending_load"`
+	// ClientRerouteTrace: the routing steps of the slowest reroutes
+	// (only with Config.RerouteTrace).
+	ClientRerouteTrace            []RerouteTrace    `json:"client_reroute_trace,omitempty"`
 	DNS                           foDNSStats        `json:"dns"`
 	DNSTTLSeconds                 float64           `json:"dns_ttl_s"`
 	DNSStaleSeconds               float64           `json:"dns_resolver_stale_s"`
@@ -384,6 +400,9 @@ func (m *foMetrics) report(fw *foWorld, profile string, lost []int) *FailoverRep
 	r.ClientReroute, r.ClientRerouteMissing, r.ClientUnavailability = distOf(reroute), rmiss, distOf(unavail)
 	r.ClientRerouteMeasures, r.ClientReroutePartitioned, r.ClientReroutePartitionedS = clientRerouteMeasures, cut, distOf(cutSecs)
 	r.ClientPendingLoad = m.pendingLoad(fw)
+	if n := fw.e.cfg.RerouteTrace; n > 0 {
+		r.ClientRerouteTrace = m.rerouteTraces(fw, n)
+	}
 	if fw.dns != nil {
 		r.DNS, r.DNSTTLSeconds, r.DNSStaleSeconds = fw.dns.stats, fw.dns.ttl.Seconds(), fw.dns.stale.Seconds()
 	}
@@ -451,6 +470,9 @@ func (r *FailoverReport) Table() string {
 	fmt.Fprintf(&b, "%-34s %9d queries, TTL %.0f s, resolver serve-stale %.0f s: %d stale served, %d older answers refused\n", "dns",
 		r.DNS.Queries, r.DNSTTLSeconds, r.DNSStaleSeconds, r.DNS.StaleServed, r.DNS.RefusedOlder)
 	fmt.Fprintf(&b, "write recovery: %s\n", r.WriteRecoveryMeasures)
+	if len(r.ClientRerouteTrace) > 0 {
+		fmt.Fprintf(&b, "slowest reroutes (times in s from the commit):\n%s", formatRerouteTraces(r.ClientRerouteTrace))
+	}
 	return b.String()
 }
 

@@ -55,6 +55,10 @@ type Config struct {
 	// size to compare a re-sync with: 0 is the scenario's default
 	// (DefaultPreloadBytes), negative none.
 	PreloadBytes int
+	// RerouteTrace, if positive, makes the failover scenarios keep every
+	// watched client's routing steps and report those of the
+	// RerouteTrace slowest reroutes (FailoverReport.ClientRerouteTrace).
+	RerouteTrace int
 	// testDoublePromote is a test hook of the failover scenarios: the
 	// one-writer-per-epoch checker must fire.
 	testDoublePromote bool

@@ -75,6 +75,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dnsTTL := fs.Duration("dns-ttl", 0, "failover scenarios: TTL of the simulated DNS records (0: 5s, the server's default)")
 	dnsStale := fs.Duration("dns-stale", 0, "failover scenarios: how long past the TTL a client's resolver serves an answer (0: 10s)")
 	preload := fs.Int("preload-bytes", 0, "failover scenarios: data bulk-loaded into each partition before the clients start, the base of the full-copy figure (0: 8 KiB; negative: none)")
+	rerouteTrace := fs.Int("trace-reroute", 0, "failover scenarios: report the routing steps of this many slowest client reroutes (client_reroute_trace)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole sweep to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile (after the sweep) to this file")
 	fs.Usage = func() { simUsage(fs) }
@@ -122,7 +123,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Scenario: *scenario, Faults: level, Canary: *canary, CanaryControl: *canaryControl,
 		Duration: *duration, LivenessBound: *liveness, Keys: *keys, Proposers: *proposers,
 		Interval: *interval, DisableFastPath: *noFast, OutDir: *out, CheckTimeout: *checkTimeout, Logger: logger,
-		DNSTTL: *dnsTTL, DNSStale: *dnsStale,
+		DNSTTL: *dnsTTL, DNSStale: *dnsStale, RerouteTrace: *rerouteTrace,
 		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage, PreloadBytes: *preload,
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,

@@ -36,6 +36,9 @@ func (l *lockedRand) Float64() float64 {
 type Backoff struct {
 	Base, Max time.Duration
 	Rand      Rand
+	// Spread, if in (0, 1), is the random fraction of the delay instead
+	// of one half: the delay is d*(1-Spread) + U(0, d*Spread).
+	Spread float64
 }
 
 // Delay returns the wait after the attempt-th failure (attempt >= 1).
@@ -49,6 +52,9 @@ func (b Backoff) Delay(attempt int) time.Duration {
 			d = x
 		}
 	}
-	half := d / 2
-	return half + time.Duration(b.Rand.Float64()*float64(d-half))
+	fixed := d / 2
+	if b.Spread > 0 && b.Spread < 1 {
+		fixed = d - time.Duration(float64(d)*b.Spread)
+	}
+	return fixed + time.Duration(b.Rand.Float64()*float64(d-fixed))
 }

@@ -59,6 +59,16 @@ type BreakerConfig struct {
 	// breaker. Keep it above the failover's detection and commit time.
 	// Default 3 min.
 	QuickProbeFor time.Duration
+	// PromotedOpenFor is the open window, in place of OpenFor, of a
+	// region made the partition's write region by a failover the client
+	// learnt of (Promoted) within QuickProbeFor: a failover commits only
+	// to a live, caught-up region, so a client that cannot reach it is
+	// most likely cut off from it for a while, and every write of the
+	// partition can only go there: its probes come this often (quick,
+	// with ProbeDeadline, once a live replica names it) so that the
+	// client is back within about this long of the cut healing, rather
+	// than OpenFor. Default 1 s; at most OpenFor.
+	PromotedOpenFor time.Duration
 	// MaxBreakers bounds the tracked (not plainly closed) breakers.
 	// Default 65536.
 	MaxBreakers int
@@ -92,6 +102,12 @@ func (c *BreakerConfig) setDefaults() error {
 	if c.ProbeDeadline < time.Millisecond || c.ProbeDeadline > c.ProbeTimeout {
 		return configErr("BreakerProbeDeadline", "%v: must be in [1ms, BreakerProbeTimeout %v]", c.ProbeDeadline, c.ProbeTimeout)
 	}
+	if c.PromotedOpenFor == 0 {
+		c.PromotedOpenFor = min(time.Second, c.OpenFor)
+	}
+	if c.PromotedOpenFor < time.Millisecond || c.PromotedOpenFor > c.OpenFor {
+		return configErr("BreakerPromotedOpenFor", "%v: must be in [1ms, BreakerOpenFor %v]", c.PromotedOpenFor, c.OpenFor)
+	}
 	if c.QuickProbeFor == 0 {
 		c.QuickProbeFor = 3 * time.Minute
 	}
@@ -118,6 +134,9 @@ type breaker struct {
 	openUntil time.Time
 	probeAt   time.Time // when the half-open probe was let through
 	trippedAt time.Time // the first Trip since the breaker closed (zero: none)
+	// promotedAt: the region became the partition's write region by a
+	// failover the client learnt of then (Promoted; zero: not so).
+	promotedAt time.Time
 }
 
 // Breakers is a circuit breaker per partition and region: FailureThreshold
@@ -180,6 +199,17 @@ func (b *Breakers) AllowProbe(p uint32, region string, now time.Time) (bool, tim
 	}
 }
 
+// Tripped reports whether region's breaker for partition p is open or
+// half-open by a Trip: a live replica confirmed that the region, which
+// the client could not reach, is still the write region (a failover is
+// pending).
+func (b *Breakers) Tripped(p uint32, region string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	br := b.m[breakerKey{p, region}]
+	return br != nil && br.state != Closed && !br.trippedAt.IsZero()
+}
+
 // QuickProbeDue reports whether Allow would now let a quick probe
 // (ProbeDeadline) through to region for partition p. It changes nothing.
 func (b *Breakers) QuickProbeDue(p uint32, region string, now time.Time) bool {
@@ -212,7 +242,7 @@ func (b *Breakers) State(p uint32, region string) BreakerState {
 }
 
 // Counts returns how many breakers are in each state; closed counts only
-// those with failures recorded.
+// those with failures recorded or a recent promotion (Promoted).
 func (b *Breakers) Counts() (closed, open, halfOpen int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -252,18 +282,19 @@ func (b *Breakers) Failure(p uint32, region string, now time.Time) {
 		b.m[k] = br
 		b.counts[Closed]++
 	}
+	openFor := b.openFor(br, now)
 	switch br.state {
 	case Closed:
 		br.failures++
 		if br.failures >= b.cfg.FailureThreshold {
 			b.setState(p, region, br, Open)
-			br.openUntil = now.Add(b.cfg.OpenFor)
+			br.openUntil = now.Add(openFor)
 		}
 	case HalfOpen:
 		b.setState(p, region, br, Open)
-		br.openUntil = now.Add(b.cfg.OpenFor)
+		br.openUntil = now.Add(openFor)
 	case Open:
-		br.openUntil = later(br.openUntil, now.Add(b.cfg.OpenFor))
+		br.openUntil = later(br.openUntil, now.Add(openFor))
 	}
 }
 
@@ -289,20 +320,51 @@ func (b *Breakers) Trip(p uint32, region string, now time.Time) {
 		b.counts[Closed]++
 	}
 	b.setState(p, region, br, Open)
-	br.openUntil = later(br.openUntil, now.Add(b.cfg.OpenFor))
+	br.openUntil = later(br.openUntil, now.Add(b.openFor(br, now)))
 	if br.trippedAt.IsZero() {
 		br.trippedAt = now
 	}
 }
 
 // Reset forgets the breaker of partition p and region (closed, no
-// failures, no trip): the region was made p's write region by a failover
-// committed after the failures it counted (a failover commits only to a
-// region that was live and caught up), so that evidence is older than
-// the route that now names it.
+// failures, no trip).
 //
 // Forgetting is what a success does too, so it shares Success's code.
 func (b *Breakers) Reset(p uint32, region string) { b.Success(p, region) }
+
+// Promoted records that region was made partition p's write region by a
+// failover the caller learnt of at now: the breaker is closed with no
+// failures and no trip (a failover commits only to a region that was
+// live and caught up, so earlier failures are older than the route that
+// now names it), and for QuickProbeFor it opens for PromotedOpenFor
+// rather than OpenFor. A success forgets the mark with the breaker.
+func (b *Breakers) Promoted(p uint32, region string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := breakerKey{p, region}
+	br := b.m[k]
+	if br == nil {
+		if len(b.m) >= b.cfg.MaxBreakers {
+			b.dropClosedLocked()
+			if len(b.m) >= b.cfg.MaxBreakers {
+				return // bound reached: the pair keeps the plain windows
+			}
+		}
+		br = &breaker{}
+		b.m[k] = br
+		b.counts[Closed]++
+	}
+	b.setState(p, region, br, Closed)
+	br.failures, br.trippedAt, br.openUntil, br.probeAt, br.promotedAt = 0, time.Time{}, time.Time{}, time.Time{}, now
+}
+
+// openFor is the open window of br opening at now.
+func (b *Breakers) openFor(br *breaker, now time.Time) time.Duration {
+	if !br.promotedAt.IsZero() && now.Sub(br.promotedAt) < b.cfg.QuickProbeFor {
+		return b.cfg.PromotedOpenFor
+	}
+	return b.cfg.OpenFor
+}
 
 // Release gives back a half-open probe that ended without a verdict (the
 // caller's context ended), so another request may probe.

@@ -179,3 +179,62 @@ func TestBreakerProbeConfigErrorsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerPromotedRegionReopensSooner: a region made the partition's
+// write region by a failover the client learnt of opens for
+// PromotedOpenFor (1 s), not OpenFor (5 s), on failures or a trip, for
+// QuickProbeFor after the promotion; a success forgets the mark.
+func TestBreakerPromotedRegionReopensSooner(t *testing.T) {
+	const quickFor = 3 * time.Minute
+	tests := []struct {
+		name     string
+		promoted bool
+		success  bool          // a success after the promotion
+		at       time.Duration // when the failures start, after the promotion
+		trip     bool          // a trip instead of FailureThreshold failures
+		wantOpen time.Duration // the open window
+		quick    bool          // the probe after it is quick
+	}{
+		{name: "plain region: OpenFor", wantOpen: 5 * time.Second},
+		{name: "promoted, failures: PromotedOpenFor", promoted: true, at: time.Second, wantOpen: time.Second},
+		{name: "promoted, tripped: PromotedOpenFor and a quick probe", promoted: true, at: time.Second, trip: true, wantOpen: time.Second, quick: true},
+		{name: "promoted long ago: OpenFor", promoted: true, at: quickFor + time.Second, wantOpen: 5 * time.Second},
+		{name: "promoted, then a success: OpenFor", promoted: true, success: true, at: time.Second, wantOpen: 5 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := NewBreakers(BreakerConfig{QuickProbeFor: quickFor})
+			require.NoError(t, err)
+			if tc.promoted {
+				b.Failure(1, "eastus", t0)
+				b.Promoted(1, "eastus", t0)
+				assert.Equal(t, Closed, b.State(1, "eastus"))
+				assert.True(t, b.Allow(1, "eastus", t0), "a promotion closes the breaker")
+			}
+			if tc.success {
+				b.Success(1, "eastus")
+			}
+			now := t0.Add(tc.at)
+			if tc.trip {
+				b.Trip(1, "eastus", now)
+			} else {
+				for range 3 {
+					b.Failure(1, "eastus", now)
+				}
+			}
+			require.Equal(t, Open, b.State(1, "eastus"))
+			ok, _ := b.AllowProbe(1, "eastus", now.Add(tc.wantOpen-time.Millisecond))
+			assert.False(t, ok, "open until the window ends")
+			ok, deadline := b.AllowProbe(1, "eastus", now.Add(tc.wantOpen))
+			assert.True(t, ok, "the probe at the window's end")
+			assert.Equal(t, tc.quick, deadline > 0)
+			// A failed probe reopens it for the same window.
+			b.Failure(1, "eastus", now.Add(tc.wantOpen))
+			ok, _ = b.AllowProbe(1, "eastus", now.Add(2*tc.wantOpen))
+			assert.True(t, ok)
+		})
+	}
+	_, err := NewBreakers(BreakerConfig{OpenFor: time.Second, PromotedOpenFor: 2 * time.Second})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "PromotedOpenFor")
+}

@@ -60,6 +60,11 @@ type Config struct {
 	RedirectPoll time.Duration
 	// AttemptTimeout, if set, bounds each call of the operation.
 	AttemptTimeout time.Duration
+	// NoPollSharing makes every operation Exec runs send its own polls
+	// while a failover is pending. By default concurrent operations of
+	// one partition share them (one poll per 3/4 RedirectPoll, see
+	// Target.Poll).
+	NoPollSharing bool
 
 	// MinTTL and MaxTTL clamp the TTL of DNS answers. Defaults 1 s, 30 s.
 	MinTTL time.Duration
@@ -177,6 +182,10 @@ type Target struct {
 	// BreakerConfig.ProbeDeadline). Exec bounds the attempt's context
 	// with it; an Op driven by hand should too.
 	Timeout time.Duration
+	// Poll: the attempt asks a live region whether the partition's
+	// pending failover committed (Decision.Poll). Exec shares such polls
+	// among the concurrent operations of the partition.
+	Poll bool
 }
 
 // Op performs one attempt of an operation at t. It returns the session
@@ -214,6 +223,7 @@ type Client struct {
 
 	pflight *flight[uint32, *Entry]
 	rflight *flight[string, txtdns.RegionInfo]
+	polls   *pollBoard
 }
 
 type regionRec struct {
@@ -258,6 +268,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.router, c.cache, c.breakers = router, router.Cache(), router.Breakers()
+	c.polls = newPollBoard(router.Config().RedirectPoll * 3 / 4)
 	c.cfg = cfg
 	return c, nil
 }
@@ -345,10 +356,20 @@ func (c *Client) Exec(ctx context.Context, key string, req Request, op Op) error
 		return errors.New("routing: nil op")
 	}
 	call := c.NewCall(key, req)
+	polling := false
+	defer func() {
+		if polling {
+			c.polls.leave(call.Partition())
+		}
+	}()
 	for {
 		st := call.Next(ctx)
 		if st.Done {
 			return st.Err
+		}
+		if st.Target.Poll && !polling && !c.cfg.NoPollSharing {
+			polling = true
+			c.polls.enter(call.Partition())
 		}
 		if st.Wait > 0 {
 			if err := c.clock.Sleep(ctx, st.Wait); err != nil {
@@ -356,7 +377,7 @@ func (c *Client) Exec(ctx context.Context, key string, req Request, op Op) error
 			}
 			continue
 		}
-		tok, opErr := c.call(ctx, op, st.Target)
+		tok, opErr := c.attempt(ctx, op, st.Target)
 		wait, done, err := call.Report(ctx, tok, opErr)
 		if done {
 			return err
@@ -427,7 +448,7 @@ func (call *Call) Next(ctx context.Context) Step {
 			now := c.clock.Now()
 			t, err := c.target(ctx, p, d.Entry, d.Region, call.req, d.Attempt, now)
 			if err == nil {
-				t.Timeout = d.Timeout
+				t.Timeout, t.Poll = d.Timeout, d.Poll
 				return Step{Target: t}
 			}
 			if ctx.Err() != nil {
@@ -481,6 +502,27 @@ func (call *Call) Report(ctx context.Context, tok SessionToken, opErr error) (wa
 	}
 	return v.Wait, v.Done, v.Err
 }
+
+// attempt is one attempt of op at t, unless t is a poll of a pending
+// failover that another operation of the partition is making (or made a
+// moment ago): then that poll's redirect answers this one too (pollBoard).
+func (c *Client) attempt(ctx context.Context, op Op, t Target) (SessionToken, error) {
+	if !t.Poll || c.cfg.NoPollSharing {
+		return c.call(ctx, op, t)
+	}
+	slot, ans := c.polls.join(ctx, c.clock, t)
+	if slot == nil {
+		c.m.pollsShared.Inc()
+		return SessionToken{}, ans
+	}
+	err := errPollAbandoned // if op panics, the waiters poll themselves
+	defer func() { c.polls.answered(t, slot, err) }()
+	var tok SessionToken
+	tok, err = c.call(ctx, op, t)
+	return tok, err
+}
+
+var errPollAbandoned = errors.New("routing: poll abandoned")
 
 func (c *Client) call(ctx context.Context, op Op, t Target) (SessionToken, error) {
 	timeout := c.cfg.AttemptTimeout

@@ -915,3 +915,63 @@ func TestExecBoundsQuickProbes(t *testing.T) {
 	assert.LessOrEqual(t, probe.limit, probeDeadline)
 	assert.Equal(t, "westus", calls[len(calls)-1].region)
 }
+
+// TestExecSharesPollsOfOnePartition: while a failover is pending, many
+// concurrent operations of one partition share their polls of the live
+// region (about one per 3/4 RedirectPoll, not one per operation), and all
+// of them land in the new write region once it commits. Wall clock: a
+// short RedirectPoll and a data plane with a few milliseconds' latency.
+func TestExecSharesPollsOfOnePartition(t *testing.T) {
+	const ops = 16
+	run := func(t *testing.T, noSharing bool) (polls int, shared float64) {
+		w := newWorld(t, 64, func(c *Config) {
+			c.Clock = txtdns.SystemClock{}
+			c.RedirectPoll = 40 * time.Millisecond
+			c.MaxAttempts = 100
+			c.NoPollSharing = noSharing
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		p := uint32(9)
+		key := keyFor(w.client, p)
+		require.NoError(t, w.client.Do(ctx, key, w.plane.op)) // the route is cached
+		w.plane.setDown("eastus", true)
+		// As after a failed attempt there and a live region naming it.
+		w.client.Breakers().Trip(p, "eastus", time.Now())
+
+		var mu sync.Mutex
+		committed := false
+		op := func(ctx context.Context, tg Target) (SessionToken, error) {
+			time.Sleep(3 * time.Millisecond) // the round trip
+			mu.Lock()
+			if tg.Region != "eastus" && !committed { // a poll of a live region
+				polls++
+			}
+			mu.Unlock()
+			return w.plane.op(ctx, tg)
+		}
+		errs := make(chan error, ops)
+		for range ops {
+			go func() { errs <- w.client.Do(ctx, key, op) }()
+		}
+		time.Sleep(400 * time.Millisecond)
+		mu.Lock()
+		w.failover(t, p, "westus")
+		committed = true
+		mu.Unlock()
+		at := time.Now()
+		for range ops {
+			require.NoError(t, <-errs)
+		}
+		// A poll within RedirectPoll (40 ms) finds the commit; every
+		// waiter goes on with its answer (loose bound: a loaded machine).
+		assert.Less(t, time.Since(at), time.Second, "all operations land soon after the commit")
+		return polls, metricValue(w.client.m.pollsShared)
+	}
+	sharedPolls, sharedCount := run(t, false)
+	ownPolls, ownShared := run(t, true)
+	t.Logf("polls while pending: %d shared (%v answered by another's poll), %d unshared", sharedPolls, sharedCount, ownPolls)
+	assert.Positive(t, sharedCount)
+	assert.Zero(t, ownShared)
+	assert.Less(t, 3*sharedPolls, ownPolls, "sharing cuts the polls")
+}

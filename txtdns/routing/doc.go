@@ -43,19 +43,35 @@
 // live, caught-up region, so failures counted before it are stale). A
 // graceful switchover's target that did not answer while it was a
 // follower (or whose node restarted) is thus tried at once when the new
-// epoch names it, instead of sitting behind its breaker for OpenFor.
+// epoch names it, instead of sitting behind its breaker for OpenFor. For
+// QuickProbeFor after that, the new write region's breaker opens for
+// PromotedOpenFor (1 s) rather than OpenFor: a client cut off from it
+// (every write of the partition can only go there) probes it about once
+// a second, and is back within about 2 s of the cut healing.
 //
 // A live replica that names the write region an operation failed to reach
 // (same epoch: "not yet") says a failover is pending: the region's
-// breaker trips, and the client polls the live regions every RedirectPoll
-// (jittered to half) until one names the new epoch. The tripped region's
+// breaker trips, and the client polls the live region that answered (the
+// first in priority order, the likely failover target) every RedirectPoll
+// (jittered down by up to a quarter) until it names the new epoch; a
+// redirect whose epoch the cache already holds (another operation or a DNS
+// answer got there first) is followed at once. The tripped region's
 // half-open probes (to see whether it came back without a failover) are
-// quick: they go right after a live region's "not yet", are given up
+// quick: they go only right after a live region's "not yet", are given up
 // after ProbeDeadline (Decision.Timeout, Target.Timeout) rather than the
 // full attempt timeout, and do not count as the operation's attempts, so
 // a failover that commits during a probe costs the client at most that
 // deadline. Past QuickProbeFor from the trip, probes take the full
 // timeout again (a region that came back slow still closes its breaker).
+//
+// Such polls (Decision.Poll, Target.Poll) answer every operation of the
+// partition alike, so Exec shares them among its concurrent operations of
+// one partition: while one poll is in flight the others wait for its
+// redirect, and while several poll, the partition's polls are spaced by
+// 3/4 RedirectPoll. Many operations waiting on one partition then cost
+// about one poll per 3/4 RedirectPoll, not one each (Config.NoPollSharing
+// turns this off; fmnode_routing_polls_shared_total counts the polls
+// saved). A driver of Calls or Operations of its own does not share.
 //
 // # Consistency
 //

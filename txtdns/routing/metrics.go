@@ -44,6 +44,7 @@ type clientMetrics struct {
 	attempts    [numAttemptClasses]prometheus.Counter
 	retries     prometheus.Counter
 	exhausted   prometheus.Counter
+	pollsShared prometheus.Counter
 	transitions [numBreakerStates]prometheus.Counter
 	breakers    [numBreakerStates]prometheus.Gauge
 }
@@ -128,6 +129,10 @@ func newClientMetrics(reg prometheus.Registerer) *clientMetrics {
 		exhausted: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fmnode_routing_exhausted_total",
 			Help: "Operations that ran out of attempts or redirects.",
+		})),
+		pollsShared: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fmnode_routing_polls_shared_total",
+			Help: "Polls of a pending failover not sent: another operation's poll of the partition answered them.",
 		})),
 	}
 	for i, n := range [numLookupResults]string{"miss", "expired", "stale_served"} {

@@ -3,6 +3,7 @@ package routing
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fmnode/fmnode/txtdns"
@@ -178,6 +179,7 @@ func (nopObserver) Exhausted()                  {}
 // decisions. Safe for concurrent use as its Cache and Breakers are; an
 // Operation is not.
 type Router struct {
+	lat      regionLatency
 	cfg      RouterConfig
 	cache    *Cache
 	breakers *Breakers
@@ -263,7 +265,7 @@ func (r *Router) OfferRun(run txtdns.Run, ttl time.Duration, now time.Time, p ui
 	for q := lo; q <= hi; q++ {
 		before := r.epochOf(uint32(q))
 		o := r.cache.Offer(run.Route(uint32(q)), expires, now)
-		r.promoted(uint32(q), before, o)
+		r.promoted(uint32(q), before, o, now)
 		r.obs.Answer(o)
 		if uint32(q) == p || q == hi {
 			out = o
@@ -281,7 +283,7 @@ func (r *Router) Redirect(p uint32, epoch uint64, region string, now time.Time) 
 	}
 	before := r.epochOf(p)
 	out := r.cache.Redirect(p, epoch, region, now.Add(r.cfg.RedirectTTL), now)
-	r.promoted(p, before, out)
+	r.promoted(p, before, out, now)
 	r.obs.Redirect(out)
 	return out
 }
@@ -295,18 +297,21 @@ func (r *Router) epochOf(p uint32) uint64 {
 }
 
 // promoted resets the breaker of p's new write region when the cache
-// moved p from a cached epoch to a newer one: failures counted against
-// that region (as a follower, or before it came back) predate the
-// failover that made it the write region, which commits only to a live,
-// caught-up region. Without this a breaker opened while the region was
-// down or fenced keeps the clients off the new write region for OpenFor
-// after the failover, polling replicas that all name it.
-func (r *Router) promoted(p uint32, before uint64, out Outcome) {
+// moved p from a cached epoch to a newer one (Breakers.Promoted):
+// failures counted against that region (as a follower, or before it came
+// back) predate the failover that made it the write region, which
+// commits only to a live, caught-up region. Without this a breaker opened
+// while the region was down or fenced keeps the clients off the new
+// write region for OpenFor after the failover, polling replicas that all
+// name it; and a client cut off from the new write region probes it every
+// PromotedOpenFor rather than OpenFor, so it is back soon after the cut
+// heals.
+func (r *Router) promoted(p uint32, before uint64, out Outcome, now time.Time) {
 	if before == 0 || out != Updated {
 		return
 	}
 	if e, ok := r.cache.Get(p); ok && e.Epoch > before {
-		r.breakers.Reset(p, e.WriteRegion)
+		r.breakers.Promoted(p, e.WriteRegion, now)
 	}
 }
 
@@ -343,10 +348,13 @@ func (r *Router) Classify(err error) AttemptClass {
 // region that just failed while live replicas answer.
 //
 // It also returns the attempt's deadline: non-zero for a quick half-open
-// probe (Breakers.AllowProbe). With deferQuick (no live region answered
-// this operation yet), a quick probe goes last: a live region is asked
-// first, so the probe follows fresh news that the failover is still
-// pending instead of delaying the news that it committed.
+// probe (Breakers.AllowProbe). With deferQuick (the step does not follow
+// a live region's fresh "not yet": the operation starts, or a poll wait
+// ended), a quick probe goes last: a live region is asked first, so the
+// probe follows fresh news that the failover is still pending instead of
+// delaying the news that it committed (a probe that became due during a
+// poll wait used to go first, and a commit during the wait then cost the
+// probe's deadline on top of the poll).
 func (r *Router) pick(p uint32, cands []string, tried, failed *triedSet, deferQuick bool, now time.Time) (string, time.Duration, bool) {
 	deferred := ""
 	for tier := range 3 {
@@ -371,6 +379,67 @@ func (r *Router) pick(p uint32, cands []string, tried, failed *triedSet, deferQu
 		}
 	}
 	return "", 0, false
+}
+
+// pollTarget is where an operation polls while a live region confirmed
+// its route (a failover is pending, or the write region is paused): the
+// candidate with the lowest redirect latency among those not failed in the
+// operation and not behind a breaker, a region never measured first (to
+// measure it); ties in candidate order. Every live region learns a commit
+// within a hop of the others, so the fastest one to ask is the best poll:
+// each poll costs the least, and a poll landing just after the commit
+// returns the news soonest. (Rotating through the live regions sent every
+// other poll to a region 150 ms away, which also learnt the commit a hop
+// later; sticking to the first that answered kept polling a far follower
+// when a near region, the failover's target, answered too.)
+func (r *Router) pollTarget(p uint32, cands []string, failed *triedSet) (string, bool) {
+	best, bestLat, found := "", time.Duration(0), false
+	for _, c := range cands {
+		if failed.has(c) || r.breakers.State(p, c) != Closed {
+			continue
+		}
+		l, known := r.lat.get(c)
+		if !known {
+			return c, true
+		}
+		if !found || l < bestLat {
+			best, bestLat, found = c, l, true
+		}
+	}
+	return best, found
+}
+
+// maxLatencyRegions bounds the regions whose latency a Router tracks.
+const maxLatencyRegions = 64
+
+// regionLatency is a moving average of each region's redirect latency
+// (from an attempt's send to its redirect), safe for concurrent use.
+type regionLatency struct {
+	mu sync.Mutex
+	m  map[string]time.Duration
+}
+
+func (l *regionLatency) observe(region string, d time.Duration) {
+	d = max(d, 0)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = make(map[string]time.Duration)
+	}
+	old, ok := l.m[region]
+	switch {
+	case ok:
+		l.m[region] = old + (d-old)/4
+	case len(l.m) < maxLatencyRegions:
+		l.m[region] = d
+	}
+}
+
+func (l *regionLatency) get(region string) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.m[region]
+	return d, ok
 }
 
 // Action is what an Operation asks of its driver.
@@ -404,6 +473,13 @@ type Decision struct {
 	// failover is pending). The driver gives it up after Timeout and
 	// Reports it failed; the operation then moves on at once.
 	Timeout time.Duration
+	// Poll: the attempt asks a live region whether a pending failover
+	// committed (the partition's write region is tripped, and the
+	// attempt goes elsewhere). Its redirect answers every operation of
+	// the partition alike, so a driver running many operations of one
+	// partition may share one poll's redirect among them (Client.Exec
+	// does) instead of sending one poll each.
+	Poll bool
 	// ActResolve: a refresh forced by a failure (the cached route may
 	// be fresh).
 	Force bool
@@ -456,8 +532,19 @@ type Operation struct {
 	force     bool
 	last      error
 	region    string // the region of the attempt in flight
+	sentEpoch uint64 // the route epoch the attempt in flight carries
 	quick     bool   // the attempt in flight is a quick half-open probe
 	pending   bool   // a live replica answered that nothing changed yet
+	// fresh: the last attempt was a live replica's "not yet" that found
+	// the write region's quick probe due, so the probe goes now. At any
+	// other step (after a poll wait, at the start) a due quick probe waits
+	// behind a live region's fresh news (see Router.pick).
+	fresh bool
+	// polling: a live region confirmed the route (a failover is pending,
+	// or the write region is paused): the next attempts poll the fastest
+	// answering region (Router.pollTarget) until the route moves.
+	polling bool
+	sentAt  time.Time // when the attempt in flight was sent
 	// setEpoch is the route epoch tried and failed were gathered under:
 	// a newer route (from a redirect or DNS) starts them afresh, as what
 	// failed under the old route says nothing of the new one.
@@ -507,10 +594,18 @@ func (o *Operation) fail(err error, b Backoff) Decision {
 	return Decision{Action: ActWait, Wait: b.Delay(o.attempts)}
 }
 
-// steadyPoll is the poll backoff at its cap: RedirectPoll with equal
-// jitter, in [RedirectPoll/2, RedirectPoll].
+// steadyPollSpread is the random part of a steady poll's wait.
+const steadyPollSpread = 0.25
+
+// steadyPoll is the poll backoff at its cap: RedirectPoll less up to a
+// quarter, in [3/4 RedirectPoll, RedirectPoll]. The cap bounds how long a
+// commit can wait for the next poll (the reroute time); the mean sets the
+// poll load on the live regions. With equal jitter ([1/2, 1] of the cap,
+// mean 3/4) the load was higher for the same bound; a quarter still
+// spreads the clients' polls, at a mean of 7/8 of the cap: about 2.3
+// polls per second at 500 ms rather than 2.7.
 func (r *Router) steadyPoll() Backoff {
-	return Backoff{Base: r.cfg.RedirectPoll, Max: r.cfg.RedirectPoll, Rand: r.cfg.Rand}
+	return Backoff{Base: r.cfg.RedirectPoll, Max: r.cfg.RedirectPoll, Rand: r.cfg.Rand, Spread: steadyPollSpread}
 }
 
 // RetryDelay is how long the application should wait before it retries
@@ -571,15 +666,24 @@ func (o *Operation) Resolved(now time.Time, e *Entry, err error) Decision {
 
 func (o *Operation) pick(e *Entry, now time.Time) Decision {
 	if e.Epoch > o.setEpoch {
-		o.tried, o.failed, o.setEpoch = triedSet{}, triedSet{}, e.Epoch
+		o.tried, o.failed, o.setEpoch, o.polling = triedSet{}, triedSet{}, e.Epoch, false
 	}
 	cands := Candidates(o.candBuf[:], *e, o.req, o.r.cfg.PreferredRegions)
-	region, deadline, ok := o.r.pick(o.p, cands, &o.tried, &o.failed, !o.pending, now)
+	region, deadline, ok := "", time.Duration(0), false
+	if o.polling && !o.fresh {
+		region, ok = o.r.pollTarget(o.p, cands, &o.failed)
+	}
+	if !ok {
+		region, deadline, ok = o.r.pick(o.p, cands, &o.tried, &o.failed, !o.fresh, now)
+	}
+	o.fresh = false
+	o.sentAt = now
 	if !ok {
 		return o.fail(fmt.Errorf("%w: partition %d", ErrCircuitOpen, o.p), o.r.backoff)
 	}
-	o.region, o.quick, o.state = region, deadline > 0, opSending
-	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1, Timeout: deadline}
+	o.region, o.sentEpoch, o.quick, o.state = region, e.Epoch, deadline > 0, opSending
+	poll := deadline == 0 && region != e.WriteRegion && o.r.breakers.Tripped(o.p, e.WriteRegion)
+	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1, Timeout: deadline, Poll: poll}
 }
 
 // Unsent reports that the attempt Next chose could not be sent (the
@@ -622,6 +726,11 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 	p, region, r := o.p, o.region, o.r
 	cls := r.Classify(opErr)
 	r.obs.Attempt(cls)
+	if cls == AttemptRedirect {
+		// A redirect is answered at once (no write, no replication): its
+		// latency is the region's round trip, what a poll costs.
+		r.lat.observe(region, now.Sub(o.sentAt))
+	}
 	verdict := func(d Decision) Verdict {
 		return Verdict{Class: cls, Wait: d.Wait, Done: d.Action == ActDone, Err: d.Err}
 	}
@@ -639,7 +748,13 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 			out = r.Redirect(rp, epoch, to, now)
 		}
 		o.last = opErr
-		if out == Inserted || out == Updated {
+		// News for this operation: the redirect moved the route, or the
+		// route moved past the epoch the attempt carried while it was in
+		// flight (another operation's redirect or a DNS answer got there
+		// first, so this redirect leaves the cache unchanged). Either way
+		// the next attempt goes to the newer route at once: waiting a
+		// poll here would only delay a route already known.
+		if out == Inserted || out == Updated || o.routeMoved() {
 			o.redirects++
 			if o.redirects > r.cfg.MaxRedirects {
 				return verdict(o.finish(o.exhausted(fmt.Errorf("%w: %w", ErrTooManyRedirects, opErr))))
@@ -657,6 +772,9 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 		o.pending = true
 		e, ok := r.cache.Get(p)
 		named := ok && to == e.WriteRegion && epoch == e.Epoch
+		// A live region confirmed the route we know: the operation polls
+		// (pollTarget) until the route moves.
+		o.polling = o.polling || named
 		if named && o.failed.has(to) {
 			r.breakers.Trip(p, to, now)
 		}
@@ -664,6 +782,7 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 			// The named write region's quick probe is due: it goes now,
 			// right after this fresh "not yet", and stands in for the
 			// poll's wait.
+			o.fresh = true
 			return verdict(o.fail(opErr, Backoff{}))
 		}
 		if named {
@@ -704,6 +823,13 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 		}
 		return verdict(o.fail(opErr, r.backoff))
 	}
+}
+
+// routeMoved reports whether the partition's cached route is newer than
+// the one the attempt in flight carried.
+func (o *Operation) routeMoved() bool {
+	e, ok := o.r.cache.Get(o.p)
+	return ok && e.Epoch > o.sentEpoch
 }
 
 // triedSet is the small set of regions one operation has tried.

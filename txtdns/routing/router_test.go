@@ -286,6 +286,7 @@ func TestRetryDelayPollsWhileAFailoverIsPending(t *testing.T) {
 	failing.Report(t0, errors.New("timeout"))
 	for n := 1; n <= 20; n++ {
 		assert.LessOrEqual(t, pending.RetryDelay(n), DefaultRedirectPoll)
+		assert.GreaterOrEqual(t, pending.RetryDelay(n), DefaultRedirectPoll*3/4, "a steady poll: at most a quarter early")
 		assert.LessOrEqual(t, failing.RetryDelay(n), DefaultBackoffMax)
 	}
 	assert.Greater(t, failing.RetryDelay(20), DefaultRedirectPoll, "other failures back off further")
@@ -317,9 +318,16 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 		attempts  int
 		wantState BreakerState
 	}{
-		{name: "within the open window: live regions only", at: time.Second,
+		{name: "within the open window: the fastest live region is polled", at: time.Second,
 			steps: []step{
 				{"westus", 0, notYet, "poll"},
+				{"westus", 0, notYet, "poll"},
+				{"westus", 0, committed, "none"},
+				{"westus", 0, nil, "done"},
+			}, attempts: 2, wantState: Open},
+		{name: "a follower with an older view: the next region is asked", at: time.Second,
+			steps: []step{
+				{"westus", 0, &RedirectError{Partition: 1, Epoch: 2, WriteRegion: "eastus"}, "backoff"},
 				{"northeu", 0, committed, "none"},
 				{"westus", 0, nil, "done"},
 			}, attempts: 1, wantState: Open},
@@ -327,13 +335,26 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 			steps: []step{
 				{"westus", 0, notYet, "none"},
 				{"eastus", probeDeadline, timeout, "none"},
-				{"northeu", 0, notYet, "poll"},
+				{"westus", 0, notYet, "poll"},
 			}, attempts: 2, wantState: Open},
-		{name: "commit during the probe: the next live region redirects", at: 5 * time.Second,
+		{name: "probe due during a poll wait: the live follower first, then the probe", at: 5*time.Second - 200*time.Millisecond,
+			steps: []step{
+				{"westus", 0, notYet, "poll"},
+				{"westus", 0, committed, "none"},
+				{"westus", 0, nil, "done"},
+			}, attempts: 1, wantState: Open},
+		{name: "probe due during a poll wait, failover still pending", at: 5*time.Second - 200*time.Millisecond,
+			steps: []step{
+				{"westus", 0, notYet, "poll"},
+				{"westus", 0, notYet, "none"},
+				{"eastus", probeDeadline, timeout, "none"},
+				{"westus", 0, notYet, "poll"},
+			}, attempts: 3, wantState: Open},
+		{name: "commit during the probe: the live follower redirects", at: 5 * time.Second,
 			steps: []step{
 				{"westus", 0, notYet, "none"},
 				{"eastus", probeDeadline, timeout, "none"},
-				{"northeu", 0, committed, "none"},
+				{"westus", 0, committed, "none"},
 				{"westus", 0, nil, "done"},
 			}, attempts: 1, wantState: Open},
 		{name: "the region came back: the probe closes the breaker", at: 5 * time.Second,
@@ -360,6 +381,9 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 				r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: tc.prio, ConfigVersion: 2}, time.Hour, t0, 1)
 			}
 			r.Breakers().Trip(1, "eastus", t0)
+			// westus answers faster than northeu: polls go there.
+			r.lat.observe("westus", 10*time.Millisecond)
+			r.lat.observe("northeu", 80*time.Millisecond)
 			// The DNS route stays fresh for the test (forced refreshes are
 			// answered from the cache).
 			r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: cmpPrio(tc.prio), ConfigVersion: 3}, time.Hour, t0.Add(tc.at), 1)
@@ -384,7 +408,7 @@ func TestOperationQuickProbeWhileFailoverPending(t *testing.T) {
 					assert.Zero(t, v.Wait, "step %d: the next attempt goes at once", i)
 				case "poll":
 					assert.False(t, v.Done, "step %d", i)
-					assert.GreaterOrEqual(t, v.Wait, DefaultRedirectPoll/2, "step %d: steady poll, not faster", i)
+					assert.GreaterOrEqual(t, v.Wait, DefaultRedirectPoll*3/4, "step %d: steady poll, not faster", i)
 					assert.LessOrEqual(t, v.Wait, DefaultRedirectPoll, "step %d", i)
 				case "backoff":
 					assert.False(t, v.Done, "step %d", i)
@@ -569,4 +593,202 @@ func TestOperationNewRouteStartsAfresh(t *testing.T) {
 	require.NotEqual(t, "westus", d.Region)
 	op.Report(now, &RedirectError{Partition: 2, Epoch: 4, WriteRegion: "westus"})
 	assert.Equal(t, Open, r.Breakers().State(2, "westus"), "failed under epoch 4 and named at epoch 4: tripped")
+}
+
+// TestOperationRouteMovedWhileInFlight: the route moved past the epoch an
+// attempt carried while it was in flight (another operation's redirect,
+// or a DNS answer, possibly a range naming many partitions). The
+// attempt's redirect then leaves the cache unchanged, yet it is news for
+// this operation: the next attempt goes to the newer route at once, not
+// after a poll wait. (Traced in the 4300-partition drill: a client's
+// redirect to the new epoch waited 345 ms because a DNS answer for
+// another partition's run had taught its router the new route first.)
+func TestOperationRouteMovedWhileInFlight(t *testing.T) {
+	committed := &RedirectError{Partition: 1, Epoch: 4, WriteRegion: "westus"}
+	notYet := &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"}
+	tests := []struct {
+		name  string
+		move  func(r *Router) // while the attempt is in flight
+		reply error
+	}{
+		{"another operation's redirect", func(r *Router) {
+			r.Redirect(1, 4, "westus", t0)
+		}, committed},
+		{"a DNS answer naming a run of partitions", func(r *Router) {
+			r.OfferRun(txtdns.Run{Lo: 0, Hi: 7, Epoch: 4, WriteRegion: "westus", Priority: prio, ConfigVersion: 2}, 5*time.Second, t0, 5)
+		}, committed},
+		{"a replica not yet told answers the old route", func(r *Router) {
+			r.Redirect(1, 4, "westus", t0)
+		}, notYet},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRouter(t, nil)
+			op := r.Begin(1, Request{Write: true})
+			d := mustSend(t, &op, t0)
+			require.Equal(t, uint64(3), d.Entry.Epoch)
+			tc.move(r)
+			v := op.Report(t0, tc.reply)
+			require.False(t, v.Done)
+			assert.Zero(t, v.Wait, "the newer route is tried at once")
+			assert.Zero(t, op.Attempts(), "not a failed attempt")
+			d = mustSend(t, &op, t0)
+			assert.Equal(t, "westus", d.Region)
+			assert.Equal(t, uint64(4), d.Entry.Epoch)
+		})
+	}
+}
+
+// TestRouterCutOffFromTheNewWriteRegion: the route moves to westus at a
+// newer epoch, but this client cannot reach it (a cut); live replicas name
+// it. Its breaker opens and is probed about every PromotedOpenFor (1 s)
+// plus a poll wait and the probe's deadline, so once the cut heals the
+// client is there within about 2 s, not OpenFor (5 s) and more.
+func TestRouterCutOffFromTheNewWriteRegion(t *testing.T) {
+	tests := []struct {
+		name        string
+		promotedFor time.Duration
+		within      bool // back within 2.5 s of the heal (PromotedOpenFor + a poll + a probe)
+	}{
+		{"default PromotedOpenFor", 0, true},
+		{"PromotedOpenFor = OpenFor (as before)", 5 * time.Second, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The worst over heals at every phase of the probe cadence.
+			var worst time.Duration
+			for k := range 24 {
+				worst = max(worst, cutOffReturn(t, tc.promotedFor, 20*time.Second+time.Duration(k)*250*time.Millisecond))
+			}
+			t.Logf("back %v after the heal at worst", worst)
+			assert.Equal(t, tc.within, worst <= 2500*time.Millisecond, "back %v after the heal at worst", worst)
+		})
+	}
+}
+
+// cutOffReturn is how long after the heal (at healAt) the client's
+// write lands.
+func cutOffReturn(t *testing.T, promotedFor, healAt time.Duration) time.Duration {
+	r := newTestRouter(t, func(c *RouterConfig) { c.Breaker.PromotedOpenFor = promotedFor })
+	now := t0
+	r.Redirect(1, 4, "westus", now)
+	heal := now.Add(healAt)
+	var landed time.Time
+	for steps := 0; landed.IsZero(); steps++ {
+		require.Less(t, steps, 1000)
+		op := r.Begin(1, Request{Write: true})
+		for landed.IsZero() {
+			d := op.Next(now)
+			if d.Action == ActResolve {
+				e, _ := r.Cache().Get(1)
+				d = op.Resolved(now, e, nil)
+			}
+			if d.Action == ActWait {
+				now = now.Add(d.Wait)
+				continue
+			}
+			if d.Action == ActDone {
+				break
+			}
+			var v Verdict
+			switch {
+			case d.Region == "westus" && now.Before(heal):
+				timeout := time.Second
+				if d.Timeout > 0 {
+					timeout = d.Timeout
+				}
+				now = now.Add(timeout)
+				v = op.Report(now, errors.New("timeout"))
+			case d.Region == "westus":
+				v = op.Report(now, nil)
+				landed = now
+			default:
+				v = op.Report(now, &RedirectError{Partition: 1, Epoch: 4, WriteRegion: "westus"})
+			}
+			now = now.Add(v.Wait)
+			if v.Done {
+				break
+			}
+		}
+		if landed.IsZero() {
+			now = now.Add(op.RetryDelay(1))
+		}
+	}
+	return landed.Sub(heal)
+}
+
+// TestPollTargetIsTheFastestLiveRegion: while a live region confirms the
+// route, polls go to the region that answers fastest, among those not
+// failed in the operation and not behind a breaker; a region never
+// measured is asked first (to measure it).
+func TestPollTargetIsTheFastestLiveRegion(t *testing.T) {
+	ms := time.Millisecond
+	cands := []string{"eastus", "westus", "northeu"}
+	tests := []struct {
+		name   string
+		lat    map[string]time.Duration
+		failed []string
+		open   []string
+		want   string
+	}{
+		{"fastest", map[string]time.Duration{"eastus": 70 * ms, "westus": 150 * ms, "northeu": 20 * ms}, nil, nil, "northeu"},
+		{"a region never measured first", map[string]time.Duration{"eastus": 1 * ms, "northeu": 20 * ms}, nil, nil, "westus"},
+		{"failed in the operation: skipped", map[string]time.Duration{"eastus": 1 * ms, "westus": 150 * ms, "northeu": 20 * ms}, []string{"eastus"}, nil, "northeu"},
+		{"breaker open: skipped", map[string]time.Duration{"eastus": 1 * ms, "westus": 150 * ms, "northeu": 20 * ms}, nil, []string{"eastus", "northeu"}, "westus"},
+		{"ties in candidate order", map[string]time.Duration{"eastus": 5 * ms, "westus": 5 * ms, "northeu": 5 * ms}, nil, nil, "eastus"},
+		{"none left", map[string]time.Duration{"eastus": 1 * ms, "westus": 1 * ms, "northeu": 1 * ms}, []string{"eastus", "westus"}, []string{"northeu"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRouter(t, nil)
+			for reg, d := range tc.lat {
+				r.lat.observe(reg, d)
+			}
+			var failed triedSet
+			for _, f := range tc.failed {
+				failed.add(f)
+			}
+			for _, o := range tc.open {
+				r.Breakers().Trip(1, o, t0)
+			}
+			got, ok := r.pollTarget(1, cands, &failed)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.want != "", ok)
+		})
+	}
+}
+
+// TestOperationPollsTheNearRegion: the write region eastus is tripped
+// (a failover is pending); westus answers in 150 ms, northeu in 20 ms.
+// An operation measures both, then polls northeu only, and follows
+// its redirect once the failover commits. (Rotating sent every other
+// poll to the far region; sticking to the first region that answered
+// kept polling it.)
+func TestOperationPollsTheNearRegion(t *testing.T) {
+	notYet := &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"}
+	r := newTestRouter(t, func(c *RouterConfig) { c.MaxAttempts = 20 })
+	r.Breakers().Trip(1, "eastus", t0)
+	r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: prio, ConfigVersion: 2}, time.Hour, t0, 1)
+	rtt := map[string]time.Duration{"westus": 150 * time.Millisecond, "northeu": 20 * time.Millisecond}
+	now := t0.Add(time.Second) // within the open window: no probe
+	op := r.Begin(1, Request{Write: true})
+	var sent []string
+	for i := range 6 {
+		d := mustSend(t, &op, now)
+		sent = append(sent, d.Region)
+		assert.True(t, d.Poll, "a poll of a pending failover")
+		now = now.Add(rtt[d.Region])
+		var reply error = notYet
+		if i == 5 {
+			reply = &RedirectError{Partition: 1, Epoch: 4, WriteRegion: "northeu"}
+		}
+		v := op.Report(now, reply)
+		require.False(t, v.Done)
+		now = now.Add(v.Wait)
+	}
+	assert.Equal(t, []string{"westus", "northeu", "northeu", "northeu", "northeu", "northeu"}, sent)
+	d := mustSend(t, &op, now)
+	assert.Equal(t, "northeu", d.Region)
+	assert.Equal(t, uint64(4), d.Entry.Epoch)
+	assert.False(t, d.Poll, "the new write region: not a poll")
 }
