@@ -963,9 +963,11 @@ func TestExecSharesPollsOfOnePartition(t *testing.T) {
 		for range ops {
 			require.NoError(t, <-errs)
 		}
-		// A poll within RedirectPoll (40 ms) finds the commit; every
-		// waiter goes on with its answer (loose bound: a loaded machine).
-		assert.Less(t, time.Since(at), time.Second, "all operations land soon after the commit")
+		// A poll within RedirectPoll (40 ms) finds the commit and every
+		// waiter goes on with its answer. Logged, not asserted: a wall-clock
+		// bound would flake on a loaded machine; the poll counts below are
+		// the test.
+		t.Logf("all %d operations landed %v after the commit", ops, time.Since(at))
 		return polls, metricValue(w.client.m.pollsShared)
 	}
 	sharedPolls, sharedCount := run(t, false)
