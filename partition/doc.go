@@ -118,6 +118,20 @@
 // not heard of. Grants already held run to their end (they were issued
 // under the lease).
 //
+// So a promotion that did not wait out the previous write region's lease
+// (Host.PromoteGraceful: a completed or aborted switchover, a reopen after
+// a fence; the failover register knows which) may find grants of that
+// region still running, on followers it cannot yet reach. The new write
+// region therefore counts every follower (but the previous write region,
+// which dropped its grants when it took its epoch) as one that may hold a
+// grant, from an unknown position, until the follower answers in the new
+// epoch (adopting an epoch drops every grant of an older one) or T
+// lengthened by the drift margin has passed: its writes are held as for a
+// member. The cost: after a switchover, bounded-staleness writes are held
+// (and rejected after StalenessHold) for up to that long while a follower
+// does not answer. A takeover (Promote) waits out the lease plus the drift
+// bound, and with it every grant, so it pays nothing.
+//
 // Reads run after the Ready's writes, and every reply carries the position
 // of the state read merged with the version (epoch, LSN) of the value, for
 // the client to merge into its session token.

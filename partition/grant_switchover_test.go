@@ -1,0 +1,119 @@
+package partition
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A graceful switchover pauses the write region a and promotes the target
+// b as soon as b holds every LSN a assigned; unlike a takeover it does not
+// wait out a's lease, so freshness grants a issued just before the pause
+// still run when b starts writing. A follower c holding one, outside b's
+// commit rule and cut off from b, must not serve bounded-staleness reads
+// more than K ops behind b's acknowledged writes: b counts every follower
+// as one that may hold a grant of a until any such grant has ended, unless
+// the follower answered b (adopting epoch 2 dropped its grants). A
+// takeover, which waits for a's lease (and so for a's grants), pays
+// nothing.
+func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
+	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
+	window := time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+	tests := []struct {
+		name     string
+		graceful bool
+		// cutBefore and cutAfter: regions that stop hearing b (and b them)
+		// before the promotion, and 100ms after it (when they answered b).
+		cutBefore, cutAfter []Region
+		wait                time.Duration // from the pause to the promotion
+		// wantServed: c serves bounded reads after the promotion (on
+		// a's grant); wantHeld: some of b's writes are held and rejected
+		// (ErrStalenessBound) because of c.
+		wantServed, wantHeld bool
+	}{
+		{"switchover, follower cut off from the successor", true, []Region{"c"}, nil, 0, true, true},
+		// c adopts epoch 2 (dropping a's grant) and answers b at once;
+		// from then on its lag does not hold b's writes.
+		{"switchover, follower answers the successor", true, nil, nil, 0, false, false},
+		// a led epoch 1 from its start: it holds no grant.
+		{"switchover, old write region cut off from the successor", true, []Region{"a"}, nil, 0, false, false},
+		{"takeover after the grants ran out", false, []Region{"c"}, nil, window, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCluster(t, 5, nil)
+			require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
+			c.RunFor(10 * time.Millisecond)
+			mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+			served := false
+			for i := 0; i < 5 && !served; i++ {
+				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
+				served = rep.Err == nil
+				c.RunFor(100 * time.Millisecond)
+			}
+			require.True(t, served, "c never got a grant from a")
+
+			// a pauses; b holds every LSN and becomes the write region of
+			// epoch 2, alone in its commit rule.
+			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
+			c.RunFor(50 * time.Millisecond)
+			cut := func(regions []Region) {
+				for _, x := range regions {
+					c.Cut("b", x)
+					c.Cut(x, "b")
+				}
+			}
+			cut(tt.cutBefore)
+			c.RunFor(tt.wait)
+			after := progressOf(t, c, "b", 7).LastLSN
+			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+			var promotedAt time.Duration
+			require.NoError(t, c.Control("b", func(now time.Duration, h *Host) error {
+				promotedAt = now
+				promote := h.Promote
+				if tt.graceful {
+					promote = h.PromoteGraceful
+				}
+				return promote(now, 7, 2, after, testQuorum("b", "b"), 0)
+			}))
+
+			if tt.cutAfter != nil {
+				c.RunFor(100 * time.Millisecond)
+				cut(tt.cutAfter)
+			}
+
+			// Clients write at b and read at c, in turn.
+			var acked LSN
+			held, servedAfter := 0, 0
+			ref := ClientRef(100)
+			for c.Now() < promotedAt+window+time.Second {
+				ref++
+				c.Write("b", WriteRequest{Partition: 7, Epoch: 2, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
+				if r, ok := waitReply(t, c, ref, time.Second); ok {
+					if r.Reply.Err == nil {
+						acked = max(acked, r.Reply.Token.LSN)
+					} else {
+						require.ErrorIs(t, r.Reply.Err, ErrStalenessBound)
+						held++
+					}
+				}
+				ref++
+				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: BoundedStaleness})
+				if rep.Err != nil {
+					require.ErrorIs(t, rep.Err, ErrNotFresh)
+					continue
+				}
+				servedAfter++
+				missing := acked - min(acked, rep.Token.LSN)
+				require.LessOrEqual(t, uint64(missing), lvl.StalenessOps,
+					"at %v c served a read at %v missing %d acknowledged ops (b at %d, promoted at %v)",
+					c.Now(), rep.Token, missing, acked, promotedAt)
+			}
+			require.Equal(t, tt.wantServed, servedAfter > 0, "reads served at c after the promotion: %d", servedAfter)
+			require.Equal(t, tt.wantHeld, held > 0, "writes held and rejected: %d", held)
+			require.Greater(t, uint64(acked), uint64(after)+lvl.StalenessOps, "b must write again once c's grant has surely ended")
+		})
+	}
+}
