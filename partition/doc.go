@@ -93,12 +93,14 @@
 //   - bounded staleness: the leading write region (under its lease; not a
 //     paused one, for the same reason: ErrNotFresh), or a follower
 //     in the write quorum holding a valid freshness grant: the follower's
-//     responses carry a probe (its own clock), the write region echoes the
-//     latest probe with its last LSN, and once the follower has applied
-//     that LSN it may serve reads until probe + T (shortened by the drift
-//     margin). Every op it lacks was assigned after its probe was sent, so
-//     nothing older than T is missing; the write-side hold keeps it within
-//     K ops. A follower without a grant answers ErrNotFresh and asks for one.
+//     responses carry a probe (its own clock), the write region echoes a
+//     member's latest probe with its last LSN (never a non-member's: it
+//     would serve nothing on it, yet its lag would hold writes for T), and
+//     once the follower has applied that LSN it may serve reads until
+//     probe + T (shortened by the drift margin). Every op it lacks was
+//     assigned after its probe was sent, so nothing older than T is
+//     missing; the write-side hold keeps it within K ops. A follower
+//     without a grant answers ErrNotFresh and asks for one.
 //   - session: any replica whose applied position has reached the token
 //     and that holds the token's op at that LSN (same lineage).
 //   - eventual: any replica.

@@ -37,6 +37,7 @@ func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
 		// c adopts epoch 2 (dropping a's grant) and answers b at once;
 		// from then on its lag does not hold b's writes.
 		{"switchover, follower answers the successor", true, nil, nil, 0, false, false},
+		{"switchover, follower answers the successor, then is cut off", true, nil, []Region{"c"}, 0, false, false},
 		// a led epoch 1 from its start: it holds no grant.
 		{"switchover, old write region cut off from the successor", true, []Region{"a"}, nil, 0, false, false},
 		{"takeover after the grants ran out", false, []Region{"c"}, nil, window, false, false},

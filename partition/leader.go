@@ -544,7 +544,9 @@ func (r *Replica) sendAppend(now time.Duration, f *follower, prev LSN, entries [
 		Prev: prev, PrevEpoch: pe, Entries: entries, Commit: commit, Stable: r.stable,
 		LeaderLast: r.last, Member: r.wq.IsMember(f.region), WantAck: f.match < prev || f.match < r.last,
 	}
-	if f.probeNew {
+	// Grants go to members only: only they serve bounded reads (fresh),
+	// and a grant sent makes the follower's lag hold writes for T.
+	if f.probeNew && m.Member {
 		if g := r.grantFor(now); g > 0 {
 			m.EchoBoot, m.Echo, m.Grant = f.probeBoot, f.probe, g
 			f.probeNew = false
