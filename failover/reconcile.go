@@ -13,6 +13,7 @@ type ActionKind uint8
 const (
 	// ActPromote: become write region at Epoch, continuing after AfterLSN,
 	// with WriteQuorum. Ops above AfterLSN are set aside first (Truncate).
+	// Graceful: see Action.
 	ActPromote ActionKind = iota + 1
 	// ActFence: stop accepting writes (graceful switchover). A fenced
 	// write region resumes only at a new epoch (Decide's reopen), never by
@@ -62,6 +63,13 @@ type Action struct {
 	Divergence    progress.Divergence
 	// LeaseGen is the lease run ActValidateLease validates.
 	LeaseGen uint64
+	// Graceful (ActPromote): the epoch began without waiting out the
+	// previous write region's lease (a completed or aborted switchover, a
+	// reopen), so freshness grants it issued before its fence may still
+	// run: the replica promotes with partition's Host.PromoteGraceful,
+	// which holds bounded-staleness writes for them. A takeover waits for
+	// the lease plus the drift bound, and with it for every grant.
+	Graceful bool
 }
 
 // LocalReplica is what a replica reports about itself.
@@ -90,7 +98,8 @@ func Reconcile(s State, local LocalReplica) ([]Action, error) {
 	if me == s.WriteRegion {
 		if local.Epoch < s.Epoch || !local.WriteRegion {
 			start := s.Table.Current().StartLSN
-			a := Action{Kind: ActPromote, Epoch: s.Epoch, WriteRegion: me, AfterLSN: start, WriteQuorum: s.WriteQuorum}
+			a := Action{Kind: ActPromote, Epoch: s.Epoch, WriteRegion: me, AfterLSN: start, WriteQuorum: s.WriteQuorum,
+				Graceful: openedGracefully(s)}
 			if local.LastLSN > start {
 				a.TruncateSet, a.TruncateAfter = true, start
 			}
@@ -136,6 +145,29 @@ func Reconcile(s State, local LocalReplica) ([]Action, error) {
 		a.TruncateSet, a.TruncateAfter = true, div.CommonLSN
 	}
 	return []Action{a}, nil
+}
+
+// openedGracefully reports whether s's epoch began without waiting out the
+// previous write region's lease: by a completed or aborted switchover or a
+// reopen (the previous write region was paused, not failed), not by a
+// takeover. The epoch's first transition in the history opened it, unless
+// the bounded history lost it; then it counts as graceful (that costs a
+// bounded write hold, the other way a stale read). The first epoch had no
+// previous write region.
+func openedGracefully(s State) bool {
+	for _, t := range s.History {
+		if t.Epoch != s.Epoch {
+			continue
+		}
+		switch t.Kind {
+		case DecideFailover:
+			return false
+		case DecideCompleteSwitchover, DecideAbortSwitchover, DecideReopen:
+			return true
+		}
+		break
+	}
+	return s.Epoch > 1
 }
 
 func equalRegions(a, b []Region) bool {
