@@ -118,3 +118,51 @@ func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
 		})
 	}
 }
+
+// A follower that learns a newer epoch (here by the failover's fence, with
+// the new write region out of reach) drops every grant of the older one at
+// once: the old write region's promise no longer covers the partition.
+func TestNewerEpochDropsFreshnessGrant(t *testing.T) {
+	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
+	tests := []struct {
+		name  string
+		learn func(t *testing.T, c *Cluster)
+	}{
+		{"fenced at the new epoch", func(t *testing.T, c *Cluster) {
+			require.NoError(t, c.Control("c", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+		}},
+		{"a message of the new write region", func(t *testing.T, c *Cluster) {
+			// c hears b (b does not hear c).
+			c.Heal()
+			c.Cut("c", "b")
+			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+			after := progressOf(t, c, "b", 7).LastLSN
+			require.NoError(t, c.Control("b", func(now time.Duration, h *Host) error {
+				return h.PromoteGraceful(now, 7, 2, after, testQuorum("b"), 0)
+			}))
+			c.RunFor(50 * time.Millisecond)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCluster(t, 5, nil)
+			require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
+			c.RunFor(10 * time.Millisecond)
+			mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+			served := false
+			for i := 0; i < 5 && !served; i++ {
+				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
+				served = rep.Err == nil
+				c.RunFor(100 * time.Millisecond)
+			}
+			require.True(t, served, "c never got a grant from a")
+			c.Cut("b", "c")
+			c.Cut("c", "b")
+			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
+			tt.learn(t, c)
+			require.Equal(t, Epoch(2), progressOf(t, c, "c", 7).Epoch)
+			rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: 100, Key: []byte("k"), Consistency: BoundedStaleness})
+			require.ErrorIs(t, rep.Err, ErrNotFresh)
+		})
+	}
+}
