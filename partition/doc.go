@@ -132,7 +132,11 @@
 // member. The cost: after a switchover, bounded-staleness writes are held
 // (and rejected after StalenessHold) for up to that long while a follower
 // does not answer. A takeover (Promote) waits out the lease plus the drift
-// bound, and with it every grant, so it pays nothing.
+// bound, and with it every grant, so it pays nothing. Likewise a write
+// region recovered after a restart has forgotten which followers it
+// granted: it counts every follower as granted at the restart (an answer
+// in the same epoch proves nothing of a grant of that epoch), so its
+// bounded-staleness writes are held for up to T while a follower lags.
 //
 // Reads run after the Ready's writes, and every reply carries the position
 // of the state read merged with the version (epoch, LSN) of the value, for

@@ -296,6 +296,17 @@ func (r *Replica) inheritGrants(now time.Duration, prev Region) {
 	}
 }
 
+// assumeGranted counts every follower as granted just now: a write
+// region recovered from its store forgot which followers it granted
+// freshness before the restart, and a grant of its own epoch survives
+// the follower's answers, so only time ends it (boundedFollower).
+func (r *Replica) assumeGranted(now time.Duration) {
+	for i := range r.leader.followers {
+		f := &r.leader.followers[i]
+		f.granted, f.grantSentAt = true, now
+	}
+}
+
 // grantFor returns how long a freshness grant echoed now may last from the
 // follower's probe: T, cut to what remains of this write region's lease;
 // 0 (no grant) unless it leads its epoch under a lease that holds and is

@@ -181,6 +181,7 @@ func (r *Replica) recover(now time.Duration, rec *Recovered) error {
 			r.tailAt[i] = now
 		}
 		r.becomeWriteRegion(now)
+		r.assumeGranted(now)
 		// Acknowledged writes are in the log; strong reads wait until
 		// everything recovered is committed and applied again.
 		r.readBarrier = r.last
