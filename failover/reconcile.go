@@ -63,12 +63,13 @@ type Action struct {
 	Divergence    progress.Divergence
 	// LeaseGen is the lease run ActValidateLease validates.
 	LeaseGen uint64
-	// Graceful (ActPromote): the epoch began without waiting out the
-	// previous write region's lease (a completed or aborted switchover, a
-	// reopen), so freshness grants it issued before its fence may still
-	// run: the replica promotes with partition's Host.PromoteGraceful,
-	// which holds bounded-staleness writes for them. A takeover waits for
-	// the lease plus the drift bound, and with it for every grant.
+	// Graceful (ActPromote): freshness grants of an earlier write region
+	// may still run (openedGracefully): the epoch began without waiting
+	// out the previous write region's lease (a completed or aborted
+	// switchover, a reopen), or by a takeover right after such an epoch.
+	// The replica promotes with partition's Host.PromoteGraceful, which
+	// holds bounded-staleness writes for them. Any other takeover waits
+	// for the lease plus the drift bound, and with it for every grant.
 	Graceful bool
 }
 
@@ -147,27 +148,35 @@ func Reconcile(s State, local LocalReplica) ([]Action, error) {
 	return []Action{a}, nil
 }
 
-// openedGracefully reports whether s's epoch began without waiting out the
-// previous write region's lease: by a completed or aborted switchover or a
-// reopen (the previous write region was paused, not failed), not by a
-// takeover. The epoch's first transition in the history opened it, unless
-// the bounded history lost it; then it counts as graceful (that costs a
-// bounded write hold, the other way a stale read). The first epoch had no
-// previous write region.
+// openedGracefully reports whether freshness grants of an earlier write
+// region may outlive the start of s's epoch: it began without waiting out
+// the previous write region's lease (a completed or aborted switchover or
+// a reopen: that region was paused, not failed), or by a takeover right
+// after such an epoch. A takeover waits for its predecessor's lease plus
+// the drift bound from the predecessor's last heartbeat, which may predate
+// the pause of the region before it (a switchover target that died as the
+// switchover committed), whose grants then run for up to T after the
+// pause. A second takeover waits another lease: those grants, never
+// longer than a lease, are over.
 func openedGracefully(s State) bool {
-	for _, t := range s.History {
-		if t.Epoch != s.Epoch {
-			continue
-		}
-		switch t.Kind {
-		case DecideFailover:
-			return false
-		case DecideCompleteSwitchover, DecideAbortSwitchover, DecideReopen:
-			return true
-		}
-		break
+	return pausedBefore(s, s.Epoch) || pausedBefore(s, s.Epoch-1)
+}
+
+// pausedBefore reports whether epoch e began without waiting out the
+// previous write region's lease. The epoch's first transition in the
+// history opened it, unless the bounded history lost it; then it counts
+// as such (that costs a bounded write hold, the other way a stale read).
+// The first epoch had no previous write region.
+func pausedBefore(s State, e Epoch) bool {
+	if e <= 1 {
+		return false
 	}
-	return s.Epoch > 1
+	for _, t := range s.History {
+		if t.Epoch == e {
+			return t.Kind != DecideFailover
+		}
+	}
+	return true
 }
 
 func equalRegions(a, b []Region) bool {

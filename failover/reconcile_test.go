@@ -123,6 +123,23 @@ func TestReconcilePromoteGraceful(t *testing.T) {
 	require.Equal(t, DecideReopen, d.Kind)
 	reopened := *d.Next
 
+	// Takeovers right after a switchover and right after a takeover.
+	down := func(now time.Duration, s State, lsn LSN) Evidence {
+		ev := failed(healthy(now, "north", nil))
+		for i := range ev.Replicas {
+			if ev.Replicas[i].Region == "north" {
+				ev.Replicas[i].Reported, ev.Replicas[i].Epoch, ev.Replicas[i].LastLSN = true, s.Epoch, lsn
+			}
+		}
+		return withDown(ev, s.WriteRegion)
+	}
+	d = Decide(cfg, switched, down(2*time.Minute, switched, 60))
+	require.Equal(t, DecideFailover, d.Kind, d.Reasons)
+	takeoverAfterSwitch := *d.Next
+	d = Decide(cfg, failedOver, down(10*time.Minute, failedOver, 60))
+	require.Equal(t, DecideFailover, d.Kind, d.Reasons)
+	takeoverAfterTakeover := *d.Next
+
 	// A shrink after a takeover stays a takeover's epoch.
 	shrunk := failedOver.Clone()
 	shrunk.record(cfg, Transition{Epoch: shrunk.Epoch, Kind: DecideShrinkQuorum, From: "north"})
@@ -138,6 +155,10 @@ func TestReconcilePromoteGraceful(t *testing.T) {
 	}{
 		{"takeover", failedOver, "west", false},
 		{"takeover, then a quorum change", shrunk, "west", false},
+		// Its predecessor may have died before the switchover committed:
+		// its lease may end before the paused region's grants.
+		{"takeover right after a switchover", takeoverAfterSwitch, "north", true},
+		{"takeover right after a takeover", takeoverAfterTakeover, "north", false},
 		{"completed switchover", switched, "west", true},
 		{"aborted switchover reopens the fenced region", aborted, "east", true},
 		{"reopen after a fence", reopened, "east", true},

@@ -121,22 +121,25 @@
 // under the lease).
 //
 // So a promotion that did not wait out the previous write region's lease
-// (Host.PromoteGraceful: a completed or aborted switchover, a reopen after
-// a fence; the failover register knows which) may find grants of that
-// region still running, on followers it cannot yet reach. The new write
-// region therefore counts every follower (but the previous write region,
-// which dropped its grants when it took its epoch) as one that may hold a
-// grant, from an unknown position, until the follower answers in the new
-// epoch (adopting an epoch drops every grant of an older one) or T
-// lengthened by the drift margin has passed: its writes are held as for a
-// member. The cost: after a switchover, bounded-staleness writes are held
-// (and rejected after StalenessHold) for up to that long while a follower
-// does not answer. A takeover (Promote) waits out the lease plus the drift
-// bound, and with it every grant, so it pays nothing. Likewise a write
-// region recovered after a restart has forgotten which followers it
-// granted: it counts every follower as granted at the restart (an answer
-// in the same epoch proves nothing of a grant of that epoch), so its
-// bounded-staleness writes are held for up to T while a follower lags.
+// may find grants of an earlier write region still running, on followers
+// it cannot yet reach: after a completed or aborted switchover or a reopen
+// after a fence, and after a takeover right after one of those (its
+// predecessor's lease may end before the paused region's grants). The
+// failover register knows which (failover.Action.Graceful); such a
+// promotion (Host.PromoteGraceful) counts every follower, but the previous
+// write region (it dropped its grants when it took its epoch), as one that
+// may hold a grant, from an unknown position, until the follower answers
+// in the new epoch (adopting an epoch drops every grant of an older one)
+// or T lengthened by the drift margin has passed: its lag holds writes as
+// a member's does. The cost: after a switchover, bounded-staleness writes
+// are held (and rejected after StalenessHold) for up to that long while a
+// follower does not answer. Any other takeover (Promote) waits out the
+// lease plus the drift bound, and with it every grant: it pays nothing.
+// Likewise a write region recovered after a restart has forgotten which
+// followers it granted: it counts every follower as granted at the
+// restart (an answer in the same epoch proves nothing about a grant of
+// that epoch), so its bounded-staleness writes are held for up to T while
+// a follower lags.
 //
 // Reads run after the Ready's writes, and every reply carries the position
 // of the state read merged with the version (epoch, LSN) of the value, for

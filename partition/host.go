@@ -348,11 +348,12 @@ func (h *Host) Promote(now time.Duration, p ID, e Epoch, startAfter LSN, wq quor
 
 // PromoteGraceful is Promote for an epoch that began without waiting out
 // the previous write region's lease (a graceful switchover, its abort, a
-// reopen after a fence; failover.Action.Graceful). Followers may still
-// hold freshness grants the previous write region issued before it was
-// paused, so under bounded staleness the new write region counts each
-// follower's lag against K (holding writes as for a member) until it
-// answers in the new epoch or T plus the drift margin has passed.
+// reopen after a fence), or by a takeover right after one of those
+// (failover.Action.Graceful). Followers may still hold freshness grants an
+// earlier write region issued before it was paused, so under bounded
+// staleness the new write region counts each follower's lag (but the
+// previous write region's) against K, holding writes as for a member,
+// until it answers in the new epoch or T plus the drift margin has passed.
 func (h *Host) PromoteGraceful(now time.Duration, p ID, e Epoch, startAfter LSN, wq quorum.WriteQuorum, ref ClientRef) error {
 	return h.promote(now, p, e, startAfter, wq, true, ref)
 }
