@@ -80,8 +80,10 @@ func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.
 	}
 	r.h.logger().Info("partition: promoted to write region", "partition", r.id, "region", r.region(),
 		"epoch", e, "after", startAfter, "members", wq.Members)
-	var prev Region // the write region of the epoch just before e
-	if r.epoch+1 == e {
+	// The write region of the epoch just before e, if it surely took that
+	// epoch (we heard it lead): it holds no older grant (inheritGrants).
+	var prev Region
+	if r.epoch+1 == e && r.fol.heardLeader {
 		prev = r.writeRegion
 	}
 	r.epoch = e

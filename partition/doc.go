@@ -127,11 +127,12 @@
 // predecessor's lease may end before the paused region's grants). The
 // failover register knows which (failover.Action.Graceful); such a
 // promotion (Host.PromoteGraceful) counts every follower, but the previous
-// write region (it dropped its grants when it took its epoch), as one that
-// may hold a grant, from an unknown position, until the follower answers
-// in the new epoch (adopting an epoch drops every grant of an older one)
-// or T lengthened by the drift margin has passed: its lag holds writes as
-// a member's does. The cost: after a switchover, bounded-staleness writes
+// write region if it heard it lead (it dropped its grants when it took its
+// epoch; a target merely named may not have), as one that may hold a
+// grant, from an unknown position, until the follower answers in the new
+// epoch (adopting an epoch drops every grant of an older one) or T
+// lengthened by the drift margin has passed: its lag holds writes as a
+// member's does. The cost: after a switchover, bounded-staleness writes
 // are held (and rejected after StalenessHold) for up to that long while a
 // follower does not answer. Any other takeover (Promote) waits out the
 // lease plus the drift bound, and with it every grant: it pays nothing.

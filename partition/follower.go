@@ -94,6 +94,7 @@ func (r *Replica) checkLeader(m *Message) bool {
 		r.fail("two write regions in epoch %d: %s and %s", r.epoch, r.writeRegion, m.From)
 		return false
 	}
+	r.fol.heardLeader = true
 	return true
 }
 

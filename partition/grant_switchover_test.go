@@ -166,3 +166,69 @@ func TestNewerEpochDropsFreshnessGrant(t *testing.T) {
 		})
 	}
 }
+
+// The previous write region is spared the inherited-grant hold only if it
+// surely led its epoch (the promoted replica heard it as write region
+// there): having taken an epoch, it holds no grant of an older one. Here b
+// is the target of a switchover that committed as b was cut off from
+// every region, so b never took epoch 2 and still serves bounded reads on
+// a's grant; c, fenced at epoch 2 by the failover (which names b), takes
+// over at epoch 3 right away (a takeover right after a switchover
+// promotes gracefully). c must count b's lag until a's grant has ended.
+func TestTakeoverAfterUnfinishedSwitchover(t *testing.T) {
+	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
+	window := time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+	c := newTestCluster(t, 5, nil)
+	require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
+	c.RunFor(10 * time.Millisecond)
+	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+	served := false
+	for i := 0; i < 5 && !served; i++ {
+		rep := mustRead(t, c, "b", ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
+		served = rep.Err == nil
+		c.RunFor(100 * time.Millisecond)
+	}
+	require.True(t, served, "b never got a grant from a")
+	require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
+	c.RunFor(50 * time.Millisecond)
+	c.Isolate("b")
+	for _, x := range []Region{"a", "c"} {
+		require.NoError(t, c.Control(x, func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+	}
+	after := progressOf(t, c, "c", 7).LastLSN
+	var promotedAt time.Duration
+	require.NoError(t, c.Control("c", func(now time.Duration, h *Host) error {
+		promotedAt = now
+		return h.PromoteGraceful(now, 7, 3, after, testQuorum("c", "c"), 0)
+	}))
+
+	var acked LSN
+	held, servedAfter := 0, 0
+	ref := ClientRef(100)
+	for c.Now() < promotedAt+window+time.Second {
+		ref++
+		c.Write("c", WriteRequest{Partition: 7, Epoch: 3, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
+		if r, ok := waitReply(t, c, ref, time.Second); ok {
+			if r.Reply.Err == nil {
+				acked = max(acked, r.Reply.Token.LSN)
+			} else {
+				require.ErrorIs(t, r.Reply.Err, ErrStalenessBound)
+				held++
+			}
+		}
+		ref++
+		rep := mustRead(t, c, "b", ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: BoundedStaleness})
+		if rep.Err != nil {
+			require.ErrorIs(t, rep.Err, ErrNotFresh)
+			continue
+		}
+		servedAfter++
+		missing := acked - min(acked, rep.Token.LSN)
+		require.LessOrEqual(t, uint64(missing), lvl.StalenessOps,
+			"at %v b served a read at %v missing %d acknowledged ops (c at %d, promoted at %v)",
+			c.Now(), rep.Token, missing, acked, promotedAt)
+	}
+	require.Positive(t, servedAfter, "b serves reads on a's grant after the takeover")
+	require.Positive(t, held, "c holds writes for b")
+	require.Greater(t, uint64(acked), uint64(after)+lvl.StalenessOps, "c writes again once a's grant has surely ended")
+}

@@ -283,10 +283,12 @@ func (r *Replica) grantWindow() time.Duration {
 // serves reads, so the K-ops hold must count its lag, of which this write
 // region knows nothing yet (match 0: the worst case). A follower's first
 // answer in this epoch ends it (onAppendResp). prev, the write region of
-// the epoch just before, holds no grant: it dropped its grants when it
-// took that epoch and heard no other region since. A takeover waits for
-// the old lease plus the drift bound, and grants never outlive the lease,
-// so it needs none of this.
+// the epoch just before if it surely took that epoch (the promoted replica
+// heard it lead), holds no grant: it dropped its grants when it took that
+// epoch and heard no other region since; a region merely named write
+// region (a switchover target cut off before it promoted) may still hold
+// one. An ordinary takeover waits for the old lease plus the drift bound,
+// and grants never outlive the lease, so it needs none of this.
 func (r *Replica) inheritGrants(now time.Duration, prev Region) {
 	until := now + r.grantWindow()
 	for i := range r.leader.followers {
