@@ -13,6 +13,7 @@ type ActionKind uint8
 const (
 	// ActPromote: become write region at Epoch, continuing after AfterLSN,
 	// with WriteQuorum. Ops above AfterLSN are set aside first (Truncate).
+	// Graceful: see Action.
 	ActPromote ActionKind = iota + 1
 	// ActFence: stop accepting writes (graceful switchover). A fenced
 	// write region resumes only at a new epoch (Decide's reopen), never by
@@ -62,6 +63,14 @@ type Action struct {
 	Divergence    progress.Divergence
 	// LeaseGen is the lease run ActValidateLease validates.
 	LeaseGen uint64
+	// Graceful (ActPromote): freshness grants of an earlier write region
+	// may still run (openedGracefully): the epoch began without waiting
+	// out the previous write region's lease (a completed or aborted
+	// switchover, a reopen), or by a takeover right after such an epoch.
+	// The replica promotes with partition's Host.PromoteGraceful, which
+	// holds bounded-staleness writes for them. Any other takeover waits
+	// for the lease plus the drift bound, and with it for every grant.
+	Graceful bool
 }
 
 // LocalReplica is what a replica reports about itself.
@@ -90,7 +99,8 @@ func Reconcile(s State, local LocalReplica) ([]Action, error) {
 	if me == s.WriteRegion {
 		if local.Epoch < s.Epoch || !local.WriteRegion {
 			start := s.Table.Current().StartLSN
-			a := Action{Kind: ActPromote, Epoch: s.Epoch, WriteRegion: me, AfterLSN: start, WriteQuorum: s.WriteQuorum}
+			a := Action{Kind: ActPromote, Epoch: s.Epoch, WriteRegion: me, AfterLSN: start, WriteQuorum: s.WriteQuorum,
+				Graceful: openedGracefully(s)}
 			if local.LastLSN > start {
 				a.TruncateSet, a.TruncateAfter = true, start
 			}
@@ -136,6 +146,37 @@ func Reconcile(s State, local LocalReplica) ([]Action, error) {
 		a.TruncateSet, a.TruncateAfter = true, div.CommonLSN
 	}
 	return []Action{a}, nil
+}
+
+// openedGracefully reports whether freshness grants of an earlier write
+// region may outlive the start of s's epoch: it began without waiting out
+// the previous write region's lease (a completed or aborted switchover or
+// a reopen: that region was paused, not failed), or by a takeover right
+// after such an epoch. A takeover waits for its predecessor's lease plus
+// the drift bound from the predecessor's last heartbeat, which may predate
+// the pause of the region before it (a switchover target that died as the
+// switchover committed), whose grants then run for up to T after the
+// pause. A second takeover waits another lease: those grants, never
+// longer than a lease, are over.
+func openedGracefully(s State) bool {
+	return pausedBefore(s, s.Epoch) || pausedBefore(s, s.Epoch-1)
+}
+
+// pausedBefore reports whether epoch e began without waiting out the
+// previous write region's lease. The epoch's first transition in the
+// history opened it, unless the bounded history lost it; then it counts
+// as such (that costs a bounded write hold, the other way a stale read).
+// The first epoch had no previous write region.
+func pausedBefore(s State, e Epoch) bool {
+	if e <= 1 {
+		return false
+	}
+	for _, t := range s.History {
+		if t.Epoch == e {
+			return t.Kind != DecideFailover
+		}
+	}
+	return true
 }
 
 func equalRegions(a, b []Region) bool {

@@ -91,3 +91,87 @@ func TestReconcileSwitchoverFences(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, acts)
 }
+
+// A promotion is graceful (failover.Action.Graceful, partition's
+// PromoteGraceful) when its epoch began without waiting out the previous
+// write region's lease: freshness grants that region issued before its
+// fence may still run. A takeover waits for the lease and so for them.
+func TestReconcilePromoteGraceful(t *testing.T) {
+	cfg := DefaultConfig()
+	s1 := newTestState(t, BoundedStaleness)
+
+	failedOver := *Decide(cfg, s1, failed(healthy(time.Minute, "west", map[Region]LSN{"west": 40}))).Next
+
+	d, err := RequestSwitchover(cfg, s1, healthy(time.Minute, "east", nil), "west", "planned")
+	require.NoError(t, err)
+	switching := *d.Next
+	ev := healthy(time.Minute, "east", map[Region]LSN{"east": 50})
+	ev.Replicas[0].Fenced = true
+	d = Decide(cfg, switching, ev)
+	require.Equal(t, DecideSwitchoverFenced, d.Kind)
+	fenced := *d.Next
+	d = Decide(cfg, fenced, healthy(time.Minute+time.Second, "west", map[Region]LSN{"west": 50}))
+	require.Equal(t, DecideCompleteSwitchover, d.Kind)
+	switched := *d.Next
+	d = Decide(cfg, fenced, healthy(time.Minute+cfg.GracefulTimeout, "north", nil))
+	require.Equal(t, DecideAbortSwitchover, d.Kind)
+	aborted := *d.Next
+
+	ev = healthy(time.Minute, "east", map[Region]LSN{"east": 33})
+	ev.Replicas[0].Fenced = true
+	d = Decide(cfg, s1, ev)
+	require.Equal(t, DecideReopen, d.Kind)
+	reopened := *d.Next
+
+	// Takeovers right after a switchover and right after a takeover.
+	down := func(now time.Duration, s State, lsn LSN) Evidence {
+		ev := failed(healthy(now, "north", nil))
+		for i := range ev.Replicas {
+			if ev.Replicas[i].Region == "north" {
+				ev.Replicas[i].Reported, ev.Replicas[i].Epoch, ev.Replicas[i].LastLSN = true, s.Epoch, lsn
+			}
+		}
+		return withDown(ev, s.WriteRegion)
+	}
+	d = Decide(cfg, switched, down(2*time.Minute, switched, 60))
+	require.Equal(t, DecideFailover, d.Kind, d.Reasons)
+	takeoverAfterSwitch := *d.Next
+	d = Decide(cfg, failedOver, down(10*time.Minute, failedOver, 60))
+	require.Equal(t, DecideFailover, d.Kind, d.Reasons)
+	takeoverAfterTakeover := *d.Next
+
+	// A shrink after a takeover stays a takeover's epoch.
+	shrunk := failedOver.Clone()
+	shrunk.record(cfg, Transition{Epoch: shrunk.Epoch, Kind: DecideShrinkQuorum, From: "north"})
+	// The bounded history lost how the epoch began.
+	forgotten := failedOver.Clone()
+	forgotten.History = nil
+
+	tests := []struct {
+		name   string
+		s      State
+		region Region
+		want   bool
+	}{
+		{"takeover", failedOver, "west", false},
+		{"takeover, then a quorum change", shrunk, "west", false},
+		// Its predecessor may have died before the switchover committed:
+		// its lease may end before the paused region's grants.
+		{"takeover right after a switchover", takeoverAfterSwitch, "north", true},
+		{"takeover right after a takeover", takeoverAfterTakeover, "north", false},
+		{"completed switchover", switched, "west", true},
+		{"aborted switchover reopens the fenced region", aborted, "east", true},
+		{"reopen after a fence", reopened, "east", true},
+		{"opening lost from the history", forgotten, "west", true},
+		{"first epoch", s1, "east", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			acts, err := Reconcile(tt.s, LocalReplica{Region: tt.region, Epoch: 1, LastLSN: 30})
+			require.NoError(t, err)
+			require.NotEmpty(t, acts)
+			require.Equal(t, ActPromote, acts[0].Kind)
+			assert.Equal(t, tt.want, acts[0].Graceful)
+		})
+	}
+}

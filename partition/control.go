@@ -48,7 +48,10 @@ func (r *Replica) fence(e Epoch, writeRegion Region) error {
 
 // promote makes the replica the write region of epoch e, its log ending at
 // startAfter (ops above it go to the conflict records), with quorum wq.
-func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.WriteQuorum) error {
+// graceful says the epoch began without waiting out the previous write
+// region's lease, whose freshness grants may then still run
+// (inheritGrants).
+func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.WriteQuorum, graceful bool) error {
 	if err := wq.Validate(); err != nil {
 		return fmt.Errorf("partition %d: promote: %w: %w", r.id, ErrBadRequest, err)
 	}
@@ -77,6 +80,12 @@ func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.
 	}
 	r.h.logger().Info("partition: promoted to write region", "partition", r.id, "region", r.region(),
 		"epoch", e, "after", startAfter, "members", wq.Members)
+	// The write region of the epoch just before e, if it surely took that
+	// epoch (we heard it lead): it holds no older grant (inheritGrants).
+	var prev Region
+	if r.epoch+1 == e && r.fol.heardLeader {
+		prev = r.writeRegion
+	}
 	r.epoch = e
 	r.role = RoleLeader
 	r.writeRegion = r.region()
@@ -85,6 +94,9 @@ func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.
 	r.hist = r.hist.push(e, r.last).trim(r.logBase, r.h.cfg.MaxEpochHistory)
 	r.fol = followerState{}
 	r.becomeWriteRegion(now)
+	if graceful {
+		r.inheritGrants(now, prev)
+	}
 	r.readBarrier = r.last
 	r.metaDirty = true
 	r.markDirty()

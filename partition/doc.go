@@ -93,12 +93,14 @@
 //   - bounded staleness: the leading write region (under its lease; not a
 //     paused one, for the same reason: ErrNotFresh), or a follower
 //     in the write quorum holding a valid freshness grant: the follower's
-//     responses carry a probe (its own clock), the write region echoes the
-//     latest probe with its last LSN, and once the follower has applied
-//     that LSN it may serve reads until probe + T (shortened by the drift
-//     margin). Every op it lacks was assigned after its probe was sent, so
-//     nothing older than T is missing; the write-side hold keeps it within
-//     K ops. A follower without a grant answers ErrNotFresh and asks for one.
+//     responses carry a probe (its own clock), the write region echoes a
+//     member's latest probe with its last LSN (never a non-member's: it
+//     would serve nothing on it, yet its lag would hold writes for T), and
+//     once the follower has applied that LSN it may serve reads until
+//     probe + T (shortened by the drift margin). Every op it lacks was
+//     assigned after its probe was sent, so nothing older than T is
+//     missing; the write-side hold keeps it within K ops. A follower
+//     without a grant answers ErrNotFresh and asks for one.
 //   - session: any replica whose applied position has reached the token
 //     and that holds the token's op at that LSN (same lineage).
 //   - eventual: any replica.
@@ -117,6 +119,28 @@
 // switchover it paused for may already have installed a successor it has
 // not heard of. Grants already held run to their end (they were issued
 // under the lease).
+//
+// So a promotion that did not wait out the previous write region's lease
+// may find grants of an earlier write region still running, on followers
+// it cannot yet reach: after a completed or aborted switchover or a reopen
+// after a fence, and after a takeover right after one of those (its
+// predecessor's lease may end before the paused region's grants). The
+// failover register knows which (failover.Action.Graceful); such a
+// promotion (Host.PromoteGraceful) counts every follower, but the previous
+// write region if it heard it lead (it dropped its grants when it took its
+// epoch; a target merely named may not have), as one that may hold a
+// grant, from an unknown position, until the follower answers in the new
+// epoch (adopting an epoch drops every grant of an older one) or T
+// lengthened by the drift margin has passed: its lag holds writes as a
+// member's does. The cost: after a switchover, bounded-staleness writes
+// are held (and rejected after StalenessHold) for up to that long while a
+// follower does not answer. Any other takeover (Promote) waits out the
+// lease plus the drift bound, and with it every grant: it pays nothing.
+// Likewise a write region recovered after a restart has forgotten which
+// followers it granted: it counts every follower as granted at the
+// restart (an answer in the same epoch proves nothing about a grant of
+// that epoch), so its bounded-staleness writes are held for up to T while
+// a follower lags.
 //
 // Reads run after the Ready's writes, and every reply carries the position
 // of the state read merged with the version (epoch, LSN) of the value, for

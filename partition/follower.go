@@ -66,6 +66,10 @@ func (r *Replica) adoptEpoch(e Epoch, writeRegion Region, why string) {
 	r.dropWriteRegion()
 	r.verified = 0
 	r.readBarrier = 0
+	// Freshness grants of the older epoch go with it, at once: their
+	// write region's promise no longer covers the partition, and the new
+	// one counts on it (Replica.inheritGrants releases a follower that
+	// answered in its epoch).
 	r.fol = followerState{}
 	r.metaDirty = true
 	r.markDirty()
@@ -90,6 +94,7 @@ func (r *Replica) checkLeader(m *Message) bool {
 		r.fail("two write regions in epoch %d: %s and %s", r.epoch, r.writeRegion, m.From)
 		return false
 	}
+	r.fol.heardLeader = true
 	return true
 }
 

@@ -339,13 +339,31 @@ func (h *Host) Fence(now time.Duration, p ID, e Epoch, writeRegion Region, ref C
 }
 
 // Promote makes this host's replica of p the write region of epoch e,
-// starting after LSN startAfter, with write quorum wq.
+// starting after LSN startAfter, with write quorum wq. It is for an epoch
+// that began after the previous write region's lease plus the drift bound
+// (a takeover): no freshness grant of that region can still run.
 func (h *Host) Promote(now time.Duration, p ID, e Epoch, startAfter LSN, wq quorum.WriteQuorum, ref ClientRef) error {
+	return h.promote(now, p, e, startAfter, wq, false, ref)
+}
+
+// PromoteGraceful is Promote for an epoch that began without waiting out
+// the previous write region's lease (a graceful switchover, its abort, a
+// reopen after a fence), or by a takeover right after one of those
+// (failover.Action.Graceful). Followers may still hold freshness grants an
+// earlier write region issued before it was paused, so under bounded
+// staleness the new write region counts each follower's lag (but the
+// previous write region's) against K, holding writes as for a member,
+// until it answers in the new epoch or T plus the drift margin has passed.
+func (h *Host) PromoteGraceful(now time.Duration, p ID, e Epoch, startAfter LSN, wq quorum.WriteQuorum, ref ClientRef) error {
+	return h.promote(now, p, e, startAfter, wq, true, ref)
+}
+
+func (h *Host) promote(now time.Duration, p ID, e Epoch, startAfter LSN, wq quorum.WriteQuorum, graceful bool, ref ClientRef) error {
 	r, err := h.replica(p)
 	if err != nil {
 		return err
 	}
-	if err := r.promote(now, e, startAfter, wq); err != nil {
+	if err := r.promote(now, e, startAfter, wq, graceful); err != nil {
 		return err
 	}
 	r.doneReply(ref, nil)

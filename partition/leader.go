@@ -50,6 +50,11 @@ type follower struct {
 	// serve bounded reads for about T after it), granted whether one was.
 	grantSentAt time.Duration
 	granted     bool
+	// priorGrantUntil: after a graceful promotion, the previous write
+	// region may have left this follower a freshness grant that runs until
+	// about then (see inheritGrants); 0 once the follower answered in this
+	// epoch, since adopting it dropped any grant of an older one.
+	priorGrantUntil time.Duration
 
 	fetching bool
 	needSnap bool
@@ -255,13 +260,53 @@ func (r *Replica) assign(now time.Duration, req *WriteRequest) {
 // ----- bounded staleness -----
 
 // boundedFollower reports whether f's lag limits writes: members, and any
-// follower that may still hold a freshness grant (it may serve reads).
+// follower that may still hold a freshness grant (it may serve reads),
+// ours or, after a graceful promotion, the previous write region's.
 func (r *Replica) boundedFollower(now time.Duration, f *follower) bool {
-	if r.wq.IsMember(f.region) {
+	if r.wq.IsMember(f.region) || now <= f.priorGrantUntil {
 		return true
 	}
-	window := time.Duration(float64(r.level.StalenessTime) * (1 + r.h.cfg.DriftMargin))
-	return f.granted && now-f.grantSentAt <= window
+	return f.granted && now-f.grantSentAt <= r.grantWindow()
+}
+
+// grantWindow is how long after a grant left (on this clock) the follower
+// may still serve reads on it: T, lengthened by the drift margin.
+func (r *Replica) grantWindow() time.Duration {
+	return time.Duration(float64(r.level.StalenessTime) * (1 + r.h.cfg.DriftMargin))
+}
+
+// inheritGrants counts every follower but prev as one that may hold a
+// freshness grant of an earlier write region until now plus the grant
+// window. A graceful promotion needs it: the previous write region was
+// paused, not waited out, and its grants (issued before the pause, so
+// before now) may run for up to T after it; while one does, the follower
+// serves reads, so the K-ops hold must count its lag, of which this write
+// region knows nothing yet (match 0: the worst case). A follower's first
+// answer in this epoch ends it (onAppendResp). prev, the write region of
+// the epoch just before if it surely took that epoch (the promoted replica
+// heard it lead), holds no grant: it dropped its grants when it took that
+// epoch and heard no other region since; a region merely named write
+// region (a switchover target cut off before it promoted) may still hold
+// one. An ordinary takeover waits for the old lease plus the drift bound,
+// and grants never outlive the lease, so it needs none of this.
+func (r *Replica) inheritGrants(now time.Duration, prev Region) {
+	until := now + r.grantWindow()
+	for i := range r.leader.followers {
+		if f := &r.leader.followers[i]; f.region != prev {
+			f.priorGrantUntil = until
+		}
+	}
+}
+
+// assumeGranted counts every follower as granted just now: a write
+// region recovered from its store forgot which followers it granted
+// freshness before the restart, and a grant of its own epoch survives
+// the follower's answers, so only time ends it (boundedFollower).
+func (r *Replica) assumeGranted(now time.Duration) {
+	for i := range r.leader.followers {
+		f := &r.leader.followers[i]
+		f.granted, f.grantSentAt = true, now
+	}
 }
 
 // grantFor returns how long a freshness grant echoed now may last from the
@@ -512,7 +557,9 @@ func (r *Replica) sendAppend(now time.Duration, f *follower, prev LSN, entries [
 		Prev: prev, PrevEpoch: pe, Entries: entries, Commit: commit, Stable: r.stable,
 		LeaderLast: r.last, Member: r.wq.IsMember(f.region), WantAck: f.match < prev || f.match < r.last,
 	}
-	if f.probeNew {
+	// Grants go to members only: only they serve bounded reads (fresh),
+	// and a grant sent makes the follower's lag hold writes for T.
+	if f.probeNew && m.Member {
 		if g := r.grantFor(now); g > 0 {
 			m.EchoBoot, m.Echo, m.Grant = f.probeBoot, f.probe, g
 			f.probeNew = false
@@ -559,6 +606,9 @@ func (r *Replica) onAppendResp(now time.Duration, m *Message) {
 		return
 	}
 	backedOff := r.heard(f)
+	// It answers in our epoch: it adopted it, and so holds no grant of an
+	// older one.
+	f.priorGrantUntil = 0
 	if m.ProbeBoot != 0 && (m.ProbeBoot != f.probeBoot || m.Probe > f.probe) {
 		f.probeBoot, f.probe, f.probeNew = m.ProbeBoot, m.Probe, true
 	}

@@ -76,9 +76,12 @@ type followerState struct {
 	hasGrant   bool
 	freshUntil time.Duration
 	member     bool
-	wantGrant  bool
-	lastProbe  time.Duration
-	snapIn     *snapIn
+	// heardLeader: a message of the write region of this epoch arrived
+	// (it surely took the epoch; see inheritGrants).
+	heardLeader bool
+	wantGrant   bool
+	lastProbe   time.Duration
+	snapIn      *snapIn
 	// announce: tell the write region this replica is here (an answer it
 	// did not ask for). Set when the replica learns its write region other
 	// than from that region's own message (a restart, a fence, a stale
@@ -181,6 +184,7 @@ func (r *Replica) recover(now time.Duration, rec *Recovered) error {
 			r.tailAt[i] = now
 		}
 		r.becomeWriteRegion(now)
+		r.assumeGranted(now)
 		// Acknowledged writes are in the log; strong reads wait until
 		// everything recovered is committed and applied again.
 		r.readBarrier = r.last

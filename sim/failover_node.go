@@ -415,7 +415,11 @@ func (n *foNode) act(pa failover.PartitionActions) {
 		switch a.Kind {
 		case failover.ActPromote:
 			fw.recordPromote(i, a.Epoch, n.region, fw.now())
-			err = n.host.Promote(now, id, e, partition.LSN(a.AfterLSN), a.WriteQuorum, 0)
+			if a.Graceful {
+				err = n.host.PromoteGraceful(now, id, e, partition.LSN(a.AfterLSN), a.WriteQuorum, 0)
+			} else {
+				err = n.host.Promote(now, id, e, partition.LSN(a.AfterLSN), a.WriteQuorum, 0)
+			}
 			if err == nil {
 				fw.m.promoted(fw, i, fw.now())
 			}

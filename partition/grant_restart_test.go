@@ -1,0 +1,98 @@
+package partition
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A write region counts a follower it granted freshness as bounded for T
+// after the grant (its lag holds writes) even once the follower leaves the
+// write quorum. That knowledge is volatile: a write region that restarts
+// within T of a grant must not forget it. Here c got a grant, was cut off
+// from a and shrunk out of the write quorum (so only the grant makes it
+// bounded), and a restarted at once: unless a counts every follower as one
+// that may hold its grant until it answers or T passes, a writes more than
+// K ops while c still serves bounded reads on the grant.
+func TestRestartedWriteRegionCountsItsGrants(t *testing.T) {
+	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
+	window := time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+	tests := []struct {
+		name string
+		// cut: c and a stop hearing each other before the restart
+		// ("before") or 100ms after it ("after": c answered a, which
+		// proves nothing about a grant of the same epoch; a holds writes
+		// for T, though c, told it is no member, serves no more reads).
+		cut                  string
+		wantServed, wantHeld bool
+	}{
+		{"follower cut off from the restarted write region", "before", true, true},
+		{"follower answers the restarted write region, then is cut off", "after", false, true},
+		{"follower answers the restarted write region", "", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCluster(t, 5, nil)
+			require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
+			c.RunFor(10 * time.Millisecond)
+			mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+			served := false
+			for i := 0; i < 5 && !served; i++ {
+				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
+				served = rep.Err == nil
+				c.RunFor(100 * time.Millisecond)
+			}
+			require.True(t, served, "c never got a grant from a")
+			cut := func() {
+				c.Cut("a", "c")
+				c.Cut("c", "a")
+			}
+			if tt.cut == "before" {
+				cut()
+			}
+			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error {
+				return h.SetWriteQuorum(now, 7, testQuorum("a", "a", "b"), 0)
+			}))
+			c.RunFor(10 * time.Millisecond)
+			c.Crash("a")
+			require.NoError(t, c.Restart("a"))
+			restartedAt := c.Now()
+			if tt.cut == "after" {
+				c.RunFor(100 * time.Millisecond)
+				cut()
+			}
+
+			var acked LSN
+			held, servedAfter := 0, 0
+			ref := ClientRef(100)
+			for c.Now() < restartedAt+window+time.Second {
+				ref++
+				c.Write("a", WriteRequest{Partition: 7, Epoch: 1, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
+				if r, ok := waitReply(t, c, ref, time.Second); ok {
+					if r.Reply.Err == nil {
+						acked = max(acked, r.Reply.Token.LSN)
+					} else {
+						require.ErrorIs(t, r.Reply.Err, ErrStalenessBound)
+						held++
+					}
+				}
+				ref++
+				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: BoundedStaleness})
+				if rep.Err != nil {
+					require.ErrorIs(t, rep.Err, ErrNotFresh)
+					continue
+				}
+				servedAfter++
+				missing := acked - min(acked, rep.Token.LSN)
+				require.LessOrEqual(t, uint64(missing), lvl.StalenessOps,
+					"at %v c served a read at %v missing %d acknowledged ops (a at %d, restarted at %v)",
+					c.Now(), rep.Token, missing, acked, restartedAt)
+			}
+			require.Equal(t, tt.wantServed, servedAfter > 0, "reads served at c after the restart: %d", servedAfter)
+			require.Equal(t, tt.wantHeld, held > 0, "writes held and rejected: %d", held)
+			require.Greater(t, uint64(acked), lvl.StalenessOps+1, "a must write again once c's grant has surely ended")
+		})
+	}
+}
