@@ -204,6 +204,9 @@ type partition struct {
 	// than it has assigned: since when its match LSN stands still.
 	lag      []followerLag
 	inflight bool
+	// inflightV is the register version the proposal in flight was made
+	// against.
+	inflightV uint64
 	// inflightGen is the lease run the proposal in flight was made in
 	// (0: made without a lease); inflightMine and inflightEpoch say whether
 	// it makes this region write region, and of which epoch.
@@ -275,6 +278,26 @@ func (m *Manager) Stats() ManagerStats { return m.stats }
 
 // Events returns the bounded event log, oldest first.
 func (m *Manager) Events() []Event { return slices.Clone(m.events) }
+
+// Proposing says where a partition's register work stands on this node,
+// for operators and for drivers' diagnostics.
+type Proposing struct {
+	Version  uint64 // the register version the manager holds (0: none)
+	InFlight bool   // a proposal is with the driver
+	// Stale: a proposal lost its CAS and nothing newer than the value it
+	// was made against has been observed since: nothing is proposed
+	// until one is.
+	Stale bool
+}
+
+// Proposing reports the register work of a partition.
+func (m *Manager) Proposing(name string) (Proposing, bool) {
+	p := m.parts[name]
+	if p == nil {
+		return Proposing{}, false
+	}
+	return Proposing{Version: p.version, InFlight: p.inflight, Stale: p.stale}, true
+}
 
 // Partitions returns the hosted partitions, sorted.
 func (m *Manager) Partitions() []string { return m.names }
@@ -523,7 +546,11 @@ func (m *Manager) CASDone(now time.Duration, name string, ok bool, err error) {
 		m.setTimer(p, now+m.cfg.Failover.ProposeStagger)
 	default:
 		m.stats.CASConflict++
-		p.stale = true
+		// Stale until a value newer than the one the proposal was made
+		// against is observed, unless one already was: drivers may feed
+		// it (a watch, another node's commit) before the outcome, and
+		// the conflict's own value then is no newer than it.
+		p.stale = !p.have || p.version <= p.inflightV
 	}
 	m.markDirty(name)
 }
@@ -1024,6 +1051,7 @@ func (m *Manager) backupRank(p *partition, d Decision) int {
 
 func (m *Manager) propose(p *partition, d Decision, backup bool) {
 	p.inflight, p.inflightK, p.inflightT = true, d.Kind, d.Target
+	p.inflightV = p.version
 	p.inflightGen = 0
 	if m.live.LeaseValid(m.now) {
 		p.inflightGen = m.live.LeaseGen()

@@ -518,3 +518,42 @@ func TestManagerStalledFollowerNeedsAnotherKeepingUp(t *testing.T) {
 		})
 	}
 }
+
+// TestManagerConflictAfterNewerValueObserved: a node's proposal loses its
+// CAS to a value the node had already observed (another node's commit
+// reached it before its own outcome). The conflict's value is then no
+// newer than what it holds; it must decide again from it rather than wait
+// for a newer value that may never come.
+func TestManagerConflictAfterNewerValueObserved(t *testing.T) {
+	cfg := FastConfig()
+	h := newMgrHarness(t, cfg, 1)
+	for i := 0; i < 50; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	h.cut[1] = true
+	var pc pendingCAS
+	for i := 0; i < 100 && pc.node == 0; i++ {
+		h.step(100 * time.Millisecond)
+		for _, x := range h.pending {
+			if x.node == 2 && x.p.Kind == DecideFailover {
+				pc = x
+			}
+		}
+	}
+	require.Equal(t, NodeID(2), pc.node, "west proposes the failover")
+	// Another node rewrites the register (unchanged, at a new version)
+	// and west hears of it before its own CAS outcome.
+	e := h.reg[pc.p.Partition]
+	e.version++
+	h.reg[pc.p.Partition] = e
+	for _, n := range h.nodes {
+		h.mgrs[n.ID].ObserveState(h.now, pc.p.Partition, e.version, e.state)
+	}
+	for i := 0; i < 100 && h.reg[pc.p.Partition].state.WriteRegion == "east"; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	pr, ok := h.mgrs[2].Proposing(pc.p.Partition)
+	require.True(t, ok)
+	assert.False(t, pr.Stale)
+	assert.Equal(t, Region("west"), h.reg[pc.p.Partition].state.WriteRegion, "failed over after the lost CAS")
+}
