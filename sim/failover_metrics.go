@@ -145,10 +145,8 @@ func (m *foMetrics) clientAck(fw *foWorld, c *foClient, tok partition.Token, at 
 // routing. Called at the failover's commit and at every attempt the
 // client makes until its first write lands in the new epoch.
 func (m *foMetrics) notePartitioned(fw *foWorld, i int, region quorum.Region) {
-	for _, c := range fw.clients {
-		if c.part == i {
-			m.checkReach(fw, c, region)
-		}
+	for _, c := range fw.clientsOf(i) {
+		m.checkReach(fw, c, region)
 	}
 }
 
