@@ -82,6 +82,9 @@ type ManagerStats struct {
 	CASConflict uint64
 	CASFailed   uint64
 	Throttled   uint64 // failovers held back by the blast-radius cap
+	Waited      uint64 // operations that found every slot taken (MaxInFlight)
+	Reads       uint64
+	ReadsFailed uint64
 }
 
 // ManagerConfig configures a Manager.
@@ -104,6 +107,15 @@ type ManagerConfig struct {
 	// a pause (0: DefaultDrainBurst, or DrainConcurrency if smaller). It
 	// is at most DrainConcurrency: starts beyond that cannot run at once.
 	DrainBurst int
+	// MaxInFlight bounds the register operations (proposals, creates and
+	// reads) this manager has with the driver at once. The rest wait in
+	// priority order (failovers, then creates and reads, then every other
+	// transition; by partition within each) and start as operations
+	// finish: none is dropped or retried while it waits. Keep it well
+	// under the proposer's bound on keys in flight
+	// (caspaxos.ProposerConfig.MaxInFlight), which refuses beyond it.
+	// Drains add at most DrainConcurrency switchovers on top.
+	MaxInFlight int
 }
 
 // Manager runs failover for every partition replica on one node. It is a
@@ -141,6 +153,15 @@ type Manager struct {
 	isDirty map[string]bool
 
 	inflightTo map[Region]int // failover proposals in flight by target region
+	// ops counts the register operations with the driver (at most
+	// cfg.MaxInFlight, plus drains); waiting holds the partitions whose
+	// next operation waits for a slot, in priority order; admitting is the
+	// partition admit is evaluating (it may start an operation).
+	ops       int
+	waiting   waitQueue
+	admitting *partition
+	queuedNow bool // the evaluation running now queued its partition
+	reads     []string
 	// grayBy counts, per node, the hosted partitions whose write region on
 	// that node this node judges gray; a node with any is claimed gray in
 	// the liveness views (its lease acks are withheld).
@@ -218,6 +239,21 @@ type partition struct {
 	// than it has assigned: since when its match LSN stands still.
 	lag      []followerLag
 	inflight bool
+	// inflightV is the register version the proposal in flight was made
+	// against.
+	inflightV uint64
+	// create: the value to write if the register has none (Create).
+	create *State
+	// readWant: a read-back was asked for (RequestRead) and has not been
+	// handed over; reading: it is with the driver; readRetryAt: a failed
+	// read is asked again no sooner.
+	readWant    bool
+	reading     bool
+	readRetryAt time.Duration
+	// qidx is the partition's index in Manager.waiting (-1: not waiting)
+	// and qclass the class it waits in.
+	qidx   int
+	qclass opClass
 	// inflightGen is the lease run the proposal in flight was made in
 	// (0: made without a lease); inflightMine and inflightEpoch say whether
 	// it makes this region write region, and of which epoch.
@@ -252,6 +288,9 @@ const (
 	// 3.6 minutes), unless DrainConcurrency binds first.
 	DefaultDrainRate  = 20.0
 	DefaultDrainBurst = 4
+	// DefaultMaxInFlight is a quarter of the proposer's default bound
+	// (caspaxos.DefaultMaxInFlight).
+	DefaultMaxInFlight = 16384
 )
 
 // NewManager builds a manager for node cfg.Self.
@@ -270,6 +309,12 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if err := cfg.fillDrainRate(); err != nil {
 		return nil, err
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxInFlight < 1 {
+		return nil, configErr("MaxInFlight", "must be positive, got %d", cfg.MaxInFlight)
 	}
 	live, err := NewLiveness(cfg.Failover, cfg.Self, cfg.Nodes)
 	if err != nil {
@@ -298,6 +343,26 @@ func (m *Manager) Stats() ManagerStats { return m.stats }
 // Events returns the bounded event log, oldest first.
 func (m *Manager) Events() []Event { return slices.Clone(m.events) }
 
+// Proposing says where a partition's register work stands on this node,
+// for operators and for drivers' diagnostics.
+type Proposing struct {
+	Version  uint64 // the register version the manager holds (0: none)
+	InFlight bool   // a proposal is with the driver
+	// Stale: a proposal lost its CAS and nothing newer than the value it
+	// was made against has been observed since: nothing is proposed
+	// until one is.
+	Stale bool
+}
+
+// Proposing reports the register work of a partition.
+func (m *Manager) Proposing(name string) (Proposing, bool) {
+	p := m.parts[name]
+	if p == nil {
+		return Proposing{}, false
+	}
+	return Proposing{Version: p.version, InFlight: p.inflight, Stale: p.stale}, true
+}
+
 // Partitions returns the hosted partitions, sorted.
 func (m *Manager) Partitions() []string { return m.names }
 
@@ -315,7 +380,7 @@ func (m *Manager) AddPartition(pl Placement) error {
 	if _, dup := m.parts[pl.Partition]; dup {
 		return fmt.Errorf("failover: partition %q added twice", pl.Partition)
 	}
-	p := &partition{name: pl.Partition, placement: slices.Clone(pl.Replicas)}
+	p := &partition{name: pl.Partition, placement: slices.Clone(pl.Replicas), qidx: -1}
 	for _, rn := range pl.Replicas {
 		if rn.Node == m.self.ID {
 			p.myRegion, p.hasMine = rn.Region, true
@@ -444,6 +509,7 @@ func (m *Manager) ObserveState(now time.Duration, name string, version uint64, s
 	p.have, p.version, p.state = true, version, s
 	p.pendingKey = ""
 	p.stale = false
+	p.create = nil
 	m.syncGray(now, p)
 	for i := range p.grow {
 		if g := &p.grow[i]; g.proposed && version > g.proposedAt {
@@ -526,6 +592,7 @@ func (m *Manager) CASDone(now time.Duration, name string, ok bool, err error) {
 		return
 	}
 	p.inflight = false
+	m.ops--
 	if p.inflightK == DecideFailover {
 		m.inflightTo[p.inflightT]--
 	}
@@ -545,7 +612,11 @@ func (m *Manager) CASDone(now time.Duration, name string, ok bool, err error) {
 		m.setTimer(p, now+m.cfg.Failover.ProposeStagger)
 	default:
 		m.stats.CASConflict++
-		p.stale = true
+		// Stale until a value newer than the one the proposal was made
+		// against is observed, unless one already was: drivers may feed
+		// it (a watch, another node's commit) before the outcome, and
+		// the conflict's own value then is no newer than it.
+		p.stale = !p.have || p.version <= p.inflightV
 	}
 	m.markDirty(name)
 }
@@ -880,6 +951,7 @@ func (m *Manager) evidenceInto(now time.Duration, p *partition, buf []ReplicaEvi
 
 func (m *Manager) evaluateDirty(now time.Duration) {
 	if len(m.dirty) == 0 {
+		m.admit(now)
 		return
 	}
 	names := m.dirty
@@ -891,11 +963,43 @@ func (m *Manager) evaluateDirty(now time.Duration) {
 			m.evaluate(now, p)
 		}
 	}
+	m.admit(now)
 }
 
+// evaluate decides a partition afresh. A partition that waited for a slot
+// and needs no register operation any more leaves the queue.
 func (m *Manager) evaluate(now time.Duration, p *partition) {
+	m.queuedNow = false
+	m.evaluateOne(now, p)
+	if !m.queuedNow {
+		m.unqueue(p)
+	}
+}
+
+func (m *Manager) evaluateOne(now time.Duration, p *partition) {
 	m.checkGray(now, p)
-	if !p.have || p.inflight || p.stale {
+	if p.inflight || p.reading {
+		return
+	}
+	if p.readWant {
+		if now < p.readRetryAt {
+			m.unqueue(p)
+			m.setTimer(p, p.readRetryAt)
+		} else if m.gate(p, classRegister) {
+			m.startRead(p)
+		}
+		return
+	}
+	if !p.have && p.create != nil {
+		if m.gate(p, classRegister) {
+			next := p.create.Clone()
+			m.propose(p, Decision{Kind: DecideNone, Target: next.WriteRegion, Next: &next, Reasons: []string{"create the register"}}, false)
+			p.inflightGen = 0 // not a write of a lease run
+		}
+		return
+	}
+	if !p.have || p.stale {
+		m.unqueue(p)
 		return
 	}
 	if m.pruneGrow(now, p) {
@@ -957,6 +1061,9 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 				return
 			}
 		}
+		if !m.gate(p, classOf(d.Kind)) {
+			return
+		}
 		m.stats.Backups++
 		m.propose(p, d, true)
 		return
@@ -969,8 +1076,12 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 		return
 	}
 	if d.Kind == DecideFailover && m.inflightTo[d.Target] >= m.cfg.Failover.MaxConcurrentPerTarget {
+		m.unqueue(p)
 		m.stats.Throttled++
 		m.setTimer(p, now+m.cfg.Failover.ProposeStagger/4+1)
+		return
+	}
+	if !m.gate(p, classOf(d.Kind)) {
 		return
 	}
 	m.propose(p, d, false)
@@ -989,6 +1100,9 @@ func (m *Manager) reassert(now time.Duration, p *partition) {
 	gen := m.live.LeaseGen()
 	if !p.have || !p.hasMine || p.state.WriteRegion != p.myRegion || gen == 0 || !m.live.LeaseValid(now) ||
 		(p.validGen == gen && p.validEpoch == p.state.Epoch) {
+		return
+	}
+	if !m.gate(p, classOf(DecideReassert)) {
 		return
 	}
 	next := p.state.Clone()
@@ -1047,7 +1161,10 @@ func (m *Manager) backupRank(p *partition, d Decision) int {
 }
 
 func (m *Manager) propose(p *partition, d Decision, backup bool) {
+	m.unqueue(p)
+	m.ops++
 	p.inflight, p.inflightK, p.inflightT = true, d.Kind, d.Target
+	p.inflightV = p.version
 	p.inflightGen = 0
 	if m.live.LeaseValid(m.now) {
 		p.inflightGen = m.live.LeaseGen()
@@ -1096,6 +1213,9 @@ func (m *Manager) Switchover(now time.Duration, name string, target Region, reas
 	if p.inflight {
 		return fmt.Errorf("%w: partition %q has a proposal in flight", ErrRefused, name)
 	}
+	if err := m.windowFull(); err != nil {
+		return err
+	}
 	d, err := RequestSwitchover(m.cfg.Failover, p.state, m.evidence(now, p), target, reason)
 	if err != nil {
 		return err
@@ -1112,6 +1232,9 @@ func (m *Manager) SetPaused(now time.Duration, name string, paused bool, reason 
 	}
 	if p.inflight {
 		return fmt.Errorf("%w: partition %q has a proposal in flight", ErrRefused, name)
+	}
+	if err := m.windowFull(); err != nil {
+		return err
 	}
 	d, err := RequestPause(m.cfg.Failover, p.state, m.evidence(now, p), paused, reason)
 	if err != nil || d.Next == nil {
@@ -1222,12 +1345,16 @@ type ManagerReady struct {
 	Heartbeats []Heartbeat
 	Proposals  []Proposal
 	Actions    []PartitionActions
+	// Reads are the partitions whose register value to read back; the
+	// driver feeds each value through ObserveState and then calls
+	// ReadDone.
+	Reads []string
 }
 
 // Ready hands over the heartbeats, proposals and actions.
 func (m *Manager) Ready() ManagerReady {
-	r := ManagerReady{Heartbeats: m.live.Ready(), Proposals: m.proposals, Actions: m.actions}
-	m.proposals, m.actions = nil, nil
+	r := ManagerReady{Heartbeats: m.live.Ready(), Proposals: m.proposals, Actions: m.actions, Reads: m.reads}
+	m.proposals, m.actions, m.reads = nil, nil, nil
 	return r
 }
 
@@ -1252,4 +1379,165 @@ func (h *partTimers) Pop() any {
 	t := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return t
+}
+
+// opClass orders the register operations waiting for a slot: lower first.
+type opClass uint8
+
+const (
+	// classFailover: a write region is gone; nothing is more urgent.
+	classFailover opClass = iota
+	// classRegister: creating a register or reading one back, without
+	// which the partition cannot be decided at all.
+	classRegister
+	// classOther: every other transition (grow, shrink, reassert,
+	// switchover steps, pause).
+	classOther
+)
+
+func classOf(k DecisionKind) opClass {
+	if k == DecideFailover {
+		return classFailover
+	}
+	return classOther
+}
+
+// InFlight returns the register operations with the driver and those
+// waiting for a slot.
+func (m *Manager) InFlight() (inFlight, waiting int) { return m.ops, len(m.waiting) }
+
+// gate reports whether partition p may start a register operation of
+// class c now: only when admit hands it a slot. Otherwise p waits in
+// class c (the more urgent class if it already waits). Every operation
+// goes through the queue, even with slots free: the partitions an
+// evaluation pass decides are then started in priority order, not in the
+// order the pass met them.
+func (m *Manager) gate(p *partition, c opClass) bool {
+	if m.admitting == p {
+		return true
+	}
+	m.queuedNow = true
+	switch {
+	case p.qidx < 0:
+		if m.ops+len(m.waiting) >= m.cfg.MaxInFlight {
+			m.stats.Waited++ // the slots will be gone before its turn
+		}
+		p.qclass = c
+		heap.Push(&m.waiting, p)
+	case c < p.qclass:
+		p.qclass = c
+		heap.Fix(&m.waiting, p.qidx)
+	}
+	return false
+}
+
+func (m *Manager) unqueue(p *partition) {
+	if p.qidx >= 0 {
+		heap.Remove(&m.waiting, p.qidx)
+	}
+}
+
+// admit hands free slots to the waiting partitions in priority order,
+// deciding each afresh (what it waited for may no longer apply).
+func (m *Manager) admit(now time.Duration) {
+	for m.ops < m.cfg.MaxInFlight && len(m.waiting) > 0 {
+		p := heap.Pop(&m.waiting).(*partition)
+		m.admitting = p
+		m.evaluate(now, p)
+		m.admitting = nil
+	}
+}
+
+func (m *Manager) windowFull() error {
+	if m.ops >= m.cfg.MaxInFlight {
+		return fmt.Errorf("%w: %d register operations in flight and %d waiting (MaxInFlight %d)",
+			ErrRefused, m.ops, len(m.waiting), m.cfg.MaxInFlight)
+	}
+	return nil
+}
+
+// Create asks for partition name's register to be written with s if it
+// holds no value (a CAS against version 0: a value already there comes
+// back as a conflict, which the driver observes). It takes its turn in the
+// window like every register operation; once any value of the register is
+// observed it is no longer needed.
+func (m *Manager) Create(name string, s State) error {
+	p := m.parts[name]
+	if p == nil {
+		return fmt.Errorf("%w: unknown partition %q", ErrRefused, name)
+	}
+	if p.have {
+		return nil
+	}
+	c := s.Clone()
+	p.create = &c
+	m.markDirty(name)
+	return nil
+}
+
+// RequestRead asks for partition name's register value to be read back
+// (a restarted node knows none; a replica heard of a newer epoch than the
+// value at hand). The read takes its turn in the window; Ready hands it
+// over in Reads.
+func (m *Manager) RequestRead(name string) {
+	if p := m.parts[name]; p != nil && !p.readWant {
+		p.readWant = true
+		m.markDirty(name)
+	}
+}
+
+func (m *Manager) startRead(p *partition) {
+	m.unqueue(p)
+	p.readWant, p.reading = false, true
+	m.ops++
+	m.stats.Reads++
+	m.reads = append(m.reads, p.name)
+}
+
+// ReadDone reports that a read handed over in Ready finished; on success
+// the driver has fed the value through ObserveState first. A failed read
+// is asked again after ProposeStagger.
+func (m *Manager) ReadDone(now time.Duration, name string, err error) {
+	m.now = now
+	p := m.parts[name]
+	if p == nil || !p.reading {
+		return
+	}
+	p.reading = false
+	m.ops--
+	if err != nil {
+		m.stats.ReadsFailed++
+		m.event(name, DecideNone, "read failed: "+err.Error())
+		p.readWant, p.readRetryAt = true, now+m.cfg.Failover.ProposeStagger
+	}
+	m.markDirty(name)
+}
+
+// waitQueue is a heap of the partitions waiting for a slot, by class then
+// name; each partition knows its index (qidx).
+type waitQueue []*partition
+
+func (q waitQueue) Len() int { return len(q) }
+func (q waitQueue) Less(i, j int) bool {
+	if q[i].qclass != q[j].qclass {
+		return q[i].qclass < q[j].qclass
+	}
+	return q[i].name < q[j].name
+}
+func (q waitQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].qidx, q[j].qidx = i, j
+}
+func (q *waitQueue) Push(x any) {
+	p := x.(*partition)
+	p.qidx = len(*q)
+	*q = append(*q, p)
+}
+func (q *waitQueue) Pop() any {
+	old := *q
+	p := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	p.qidx = -1
+	return p
 }

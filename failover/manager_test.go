@@ -23,7 +23,9 @@ type mgrHarness struct {
 	replicas map[NodeID]map[string]*ReplicaStatus
 	pending  []pendingCAS
 	proposed []Proposal
-	maxInFl  map[Region]int
+	// proposedBy is the node of each proposal in proposed.
+	proposedBy []NodeID
+	maxInFl    map[Region]int
 	// refresh, if set, recomputes a replica's status (say from a data
 	// plane model) before it is reported after actions.
 	refresh func(n NodeID, part string, st *ReplicaStatus)
@@ -47,26 +49,39 @@ type pendingCAS struct {
 }
 
 func newMgrHarness(t *testing.T, cfg Config, parts int) *mgrHarness {
+	return newMgrHarnessWith(t, cfg, parts, 0, func(int) Region { return "east" })
+}
+
+// newMgrHarnessWith is newMgrHarness with each manager's MaxInFlight
+// (0: the default) and each partition's initial write region.
+func newMgrHarnessWith(t *testing.T, cfg Config, parts, maxInFlight int, writeRegion func(i int) Region) *mgrHarness {
 	h := &mgrHarness{t: t, nodes: []Node{{1, "east"}, {2, "west"}, {3, "north"}},
 		mgrs: map[NodeID]*Manager{}, cut: map[NodeID]bool{}, reg: map[string]regEntry{},
 		replicas: map[NodeID]map[string]*ReplicaStatus{}, maxInFl: map[Region]int{},
 		base: map[string]uint64{}, validated: map[NodeID]map[string]Action{}, missLearn: map[NodeID]bool{}}
 	for _, n := range h.nodes {
 		h.validated[n.ID] = map[string]Action{}
-		m, err := NewManager(ManagerConfig{Failover: cfg, Self: n.ID, Nodes: h.nodes})
+		m, err := NewManager(ManagerConfig{Failover: cfg, Self: n.ID, Nodes: h.nodes, MaxInFlight: maxInFlight})
 		require.NoError(t, err)
 		h.mgrs[n.ID] = m
 		h.replicas[n.ID] = map[string]*ReplicaStatus{}
 	}
 	for i := 0; i < parts; i++ {
 		name := fmt.Sprintf("p-%03d", i)
-		s, err := NewState(name, "east", []Region{"east", "west", "north"}, Strong, 1)
+		w := writeRegion(i)
+		prio := []Region{w}
+		for _, r := range []Region{"east", "west", "north"} {
+			if r != w {
+				prio = append(prio, r)
+			}
+		}
+		s, err := NewState(name, w, prio, Strong, 1)
 		require.NoError(t, err)
 		h.reg[name] = regEntry{version: 1, state: s}
 		for _, n := range h.nodes {
 			require.NoError(t, h.mgrs[n.ID].AddPartition(Placement{Partition: name,
 				Replicas: []RegionNode{{"east", 1}, {"west", 2}, {"north", 3}}}))
-			st := &ReplicaStatus{Epoch: 1, LastLSN: 10, WriteRegion: n.Region == "east", WriteQuorum: s.WriteQuorum.Members}
+			st := &ReplicaStatus{Epoch: 1, LastLSN: 10, WriteRegion: n.Region == w, WriteQuorum: s.WriteQuorum.Members}
 			h.replicas[n.ID][name] = st
 			h.mgrs[n.ID].UpdateReplica(0, name, *st)
 			h.mgrs[n.ID].ObserveState(0, name, 1, s)
@@ -80,11 +95,11 @@ func newMgrHarness(t *testing.T, cfg Config, parts int) *mgrHarness {
 // reasserts each of its partitions once (a register write per partition
 // per lease run, none in steady state). Tests count from there.
 func (h *mgrHarness) boot() {
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 2000; i++ { // a small MaxInFlight takes many steps
 		h.step(100 * time.Millisecond)
 		done := len(h.pending) == 0
 		for name, e := range h.reg {
-			if _, ok := h.validated[1][name]; !ok || e.state.WriteRegion != "east" {
+			if _, ok := h.validated[h.nodeIn(e.state.WriteRegion)][name]; !ok || e.version != 2 {
 				done = false
 			}
 		}
@@ -93,7 +108,7 @@ func (h *mgrHarness) boot() {
 		}
 	}
 	for name, e := range h.reg {
-		_, ok := h.validated[1][name]
+		_, ok := h.validated[h.nodeIn(e.state.WriteRegion)][name]
 		require.True(h.t, ok, "boot: %s validated", name)
 		require.Equal(h.t, uint64(2), e.version, "boot: %s reasserted once", name)
 		h.base[name] = e.version
@@ -101,7 +116,16 @@ func (h *mgrHarness) boot() {
 	for _, p := range h.proposed {
 		require.Equal(h.t, DecideReassert, p.Kind, "boot: only reasserts")
 	}
-	h.proposed = nil
+	h.proposed, h.proposedBy = nil, nil
+}
+
+func (h *mgrHarness) nodeIn(r Region) NodeID {
+	for _, n := range h.nodes {
+		if n.Region == r {
+			return n.ID
+		}
+	}
+	return 0
 }
 
 func (h *mgrHarness) step(d time.Duration) {
@@ -144,6 +168,7 @@ func (h *mgrHarness) step(d time.Duration) {
 			}
 			for _, p := range r.Proposals {
 				h.proposed = append(h.proposed, p)
+				h.proposedBy = append(h.proposedBy, n.ID)
 				h.pending = append(h.pending, pendingCAS{node: n.ID, p: p})
 			}
 			for _, pa := range r.Actions {
@@ -517,4 +542,43 @@ func TestManagerStalledFollowerNeedsAnotherKeepingUp(t *testing.T) {
 			assert.Empty(t, north.Stalled)
 		})
 	}
+}
+
+// TestManagerConflictAfterNewerValueObserved: a node's proposal loses its
+// CAS to a value the node had already observed (another node's commit
+// reached it before its own outcome). The conflict's value is then no
+// newer than what it holds; it must decide again from it rather than wait
+// for a newer value that may never come.
+func TestManagerConflictAfterNewerValueObserved(t *testing.T) {
+	cfg := FastConfig()
+	h := newMgrHarness(t, cfg, 1)
+	for i := 0; i < 50; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	h.cut[1] = true
+	var pc pendingCAS
+	for i := 0; i < 100 && pc.node == 0; i++ {
+		h.step(100 * time.Millisecond)
+		for _, x := range h.pending {
+			if x.node == 2 && x.p.Kind == DecideFailover {
+				pc = x
+			}
+		}
+	}
+	require.Equal(t, NodeID(2), pc.node, "west proposes the failover")
+	// Another node rewrites the register (unchanged, at a new version)
+	// and west hears of it before its own CAS outcome.
+	e := h.reg[pc.p.Partition]
+	e.version++
+	h.reg[pc.p.Partition] = e
+	for _, n := range h.nodes {
+		h.mgrs[n.ID].ObserveState(h.now, pc.p.Partition, e.version, e.state)
+	}
+	for i := 0; i < 100 && h.reg[pc.p.Partition].state.WriteRegion == "east"; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	pr, ok := h.mgrs[2].Proposing(pc.p.Partition)
+	require.True(t, ok)
+	assert.False(t, pr.Stale)
+	assert.Equal(t, Region("west"), h.reg[pc.p.Partition].state.WriteRegion, "failed over after the lost CAS")
 }

@@ -180,3 +180,67 @@ func TestBackedOffFollowerCatchesUpAfterRestart(t *testing.T) {
 		c.RunFor(10 * time.Millisecond)
 	}
 }
+
+// TestRestartedFollowerGetsCommitAgain: a follower acknowledged the last op
+// and went down before the commit position reached it (the write region's
+// heartbeat was lost); it comes back with the op but an older commit
+// position. Its announcement under a new boot must bring the commit
+// position again: its match already equals the write region's last, so
+// nothing else would ever be sent to it. (Seen in the 40,000-partition
+// drill: one partition's returned replica stayed a commit behind.)
+func TestRestartedFollowerGetsCommitAgain(t *testing.T) {
+	tests := []struct {
+		name string
+		boot uint64 // the announcement's boot
+		want bool   // the commit position is sent again
+	}{
+		{"restarted", 2, true},
+		{"same incarnation", 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSolo(t, "a", nil)
+			require.NoError(t, s.h.Create(0, 1, Spec{Level: levelOf(Strong), Quorum: testQuorum("a"), Epoch: 1}, 0))
+			s.flush()
+			s.drainSent()
+			s.write(1, 1, 1, "k", "v")
+			s.flush()
+			// b acknowledges op 1 and goes down; c's ack commits it.
+			for _, m := range s.drainSent() {
+				if m.Type == MsgAppend {
+					s.step(Message{Type: MsgAppendResp, Partition: 1, Epoch: 1, From: m.To, Success: true,
+						Match: m.Prev + LSN(len(m.Entries)), ProbeBoot: 1, Probe: s.now})
+				}
+			}
+			s.flush()
+			for end := s.now + time.Second; s.now < end; {
+				s.now += 10 * time.Millisecond
+				s.h.Tick(s.now)
+				s.flush()
+				s.drainSent() // b is down: lost; c needs nothing more
+			}
+			pr, err := s.h.Progress(1)
+			require.NoError(t, err)
+			require.Equal(t, LSN(1), pr.CommitLSN)
+			// b is back (its store holds op 1, commit 0) and announces itself.
+			s.step(Message{Type: MsgAppendResp, Partition: 1, Epoch: 1, From: "b", Success: true, Match: 0, ProbeBoot: tc.boot, Probe: s.now})
+			s.flush()
+			var commitToB LSN
+			for end := s.now + time.Second; s.now < end; {
+				for _, m := range s.drainSent() {
+					if m.To == "b" && m.Type == MsgAppend {
+						commitToB = max(commitToB, m.Commit)
+					}
+				}
+				s.now += 10 * time.Millisecond
+				s.h.Tick(s.now)
+				s.flush()
+			}
+			if tc.want {
+				require.Equal(t, LSN(1), commitToB, "the commit position was not sent again to the restarted follower")
+			} else {
+				require.Zero(t, commitToB, "the same incarnation got the commit position twice")
+			}
+		})
+	}
+}

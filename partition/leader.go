@@ -609,6 +609,15 @@ func (r *Replica) onAppendResp(now time.Duration, m *Message) {
 	// It answers in our epoch: it adopted it, and so holds no grant of an
 	// older one.
 	f.priorGrantUntil = 0
+	if m.ProbeBoot != 0 && f.probeBoot != 0 && m.ProbeBoot != f.probeBoot {
+		// The follower restarted: it holds what it made durable, which
+		// is every op it acknowledged but not every commit and stable
+		// position sent to it (the last may have been lost while it was
+		// down). Send them again: its match may already equal our last,
+		// and nothing else would.
+		f.sentCommit, f.sentStable = 0, 0
+		r.markDirty()
+	}
 	if m.ProbeBoot != 0 && (m.ProbeBoot != f.probeBoot || m.Probe > f.probe) {
 		f.probeBoot, f.probe, f.probeNew = m.ProbeBoot, m.Probe, true
 	}

@@ -182,7 +182,11 @@ func newFoDNS(fw *foWorld, ttl, stale time.Duration) (*foDNS, error) {
 		d.pubs = append(d.pubs, pub)
 		// Routers and publishers number partitions by partition.ID (from
 		// 1), as the data plane's redirects do.
-		rt, err := routing.NewRouter(routing.RouterConfig{Partitions: uint32(len(fw.parts)) + 1, Rand: fw.rng})
+		// One breaker per (partition, region) pair may be open at once in
+		// a region outage: the default bound (65,536) is below that with
+		// 100k partitions.
+		rt, err := routing.NewRouter(routing.RouterConfig{Partitions: uint32(len(fw.parts)) + 1, Rand: fw.rng,
+			Breaker: routing.BreakerConfig{MaxBreakers: max(65536, len(fw.parts)*nr)}})
 		if err != nil {
 			return nil, fmt.Errorf("sim: router: %w", err)
 		}

@@ -50,6 +50,16 @@ type foMetrics struct {
 	falseProgress  uint64
 	actionErrors   uint64
 	firstActionErr string
+	// refused counts register operations the node's proposer refused at
+	// submit, by kind (init, cas, read).
+	refused foRefused
+}
+
+// foRefused counts register operations a proposer refused at submit.
+type foRefused struct {
+	Init uint64 `json:"init"`
+	CAS  uint64 `json:"cas"`
+	Read uint64 `json:"read"`
 }
 
 func (m *foMetrics) init(parts int) {
@@ -148,10 +158,8 @@ func (m *foMetrics) clientAck(fw *foWorld, c *foClient, tok partition.Token, at 
 // routing. Called at the failover's commit and at every attempt the
 // client makes until its first write lands in the new epoch.
 func (m *foMetrics) notePartitioned(fw *foWorld, i int, region quorum.Region) {
-	for _, c := range fw.clients {
-		if c.part == i {
-			m.checkReach(fw, c, region)
-		}
+	for _, c := range fw.clientsOf(i) {
+		m.checkReach(fw, c, region)
 	}
 }
 
@@ -338,7 +346,10 @@ type FailoverReport struct {
 	FalseProgressOps              uint64            `json:"false_progress_ops"`
 	ActionErrors                  uint64            `json:"action_errors"`
 	FirstActionError              string            `json:"first_action_error,omitempty"`
-	Paper                         Paper             `json:"paper"`
+	// RegisterOpsRefused: register operations a node's proposer refused
+	// at submit (its bound on keys in flight, or the node down).
+	RegisterOpsRefused foRefused `json:"register_ops_refused"`
+	Paper              Paper     `json:"paper"`
 }
 
 // RPODist is the data loss in acknowledged operations per partition.
@@ -382,7 +393,8 @@ func secs(ds []time.Duration, affected []bool) ([]float64, int) {
 func (m *foMetrics) report(fw *foWorld, profile string, lost []int) *FailoverReport {
 	r := &FailoverReport{Partitions: len(fw.parts), FailoverProfile: profile, Paper: paperFigures(),
 		RegisterWrites: m.regWrites, RegisterWritesByKind: m.regByKind, Failovers: m.failovers, ResyncBytes: m.resyncBytes,
-		FalseProgressOps: m.falseProgress, ActionErrors: m.actionErrors, FirstActionError: m.firstActionErr}
+		FalseProgressOps: m.falseProgress, ActionErrors: m.actionErrors, FirstActionError: m.firstActionErr,
+		RegisterOpsRefused: m.refused}
 	for _, a := range m.affected {
 		if a {
 			r.AffectedPartitions++

@@ -75,7 +75,8 @@ func (n *foNode) local() time.Duration { return n.fw.e.w.Local(n.idx) }
 func (n *foNode) boot(first bool) error {
 	fw := n.fw
 	n.inc++
-	mgr, err := failover.NewManager(failover.ManagerConfig{Failover: fw.spec.profile, Self: failover.NodeID(n.idx + 1), Nodes: n.fnodes})
+	mgr, err := failover.NewManager(failover.ManagerConfig{Failover: fw.spec.profile, Self: failover.NodeID(n.idx + 1), Nodes: n.fnodes,
+		MaxInFlight: fw.window})
 	if err != nil {
 		return fmt.Errorf("sim: node %d manager: %w", n.idx, err)
 	}
@@ -122,7 +123,7 @@ func (n *foNode) boot(first bool) error {
 			if err := h.Open(now, rec); err != nil {
 				return fmt.Errorf("sim: node %d open %d: %w", n.idx, p.id, err)
 			}
-			n.submit(i, foTagRead, caspaxos.Read())
+			mgr.RequestRead(p.name)
 		}
 		n.markDirty(i)
 	}
@@ -169,8 +170,24 @@ func (n *foNode) markDirty(i int) {
 // submit hands a register operation to this node's proposer.
 func (n *foNode) submit(i int, kind uint64, ch caspaxos.Change) {
 	pp := n.fw.cas.prop[n.idx]
-	if err := pp.submit(n, uint64(i)*foTagKinds+kind, n.fw.parts[i].name, ch); err != nil && n.mgr != nil && kind == foTagCAS {
+	err := pp.submit(n, uint64(i)*foTagKinds+kind, n.fw.parts[i].name, ch)
+	if err == nil {
+		return
+	}
+	switch kind {
+	case foTagInit:
+		n.fw.m.refused.Init++
+	case foTagCAS:
+		n.fw.m.refused.CAS++
+	case foTagRead:
+		n.fw.m.refused.Read++
+	}
+	if n.mgr != nil && kind == foTagCAS {
 		n.mgr.CASDone(n.local(), n.fw.parts[i].name, false, err)
+		n.fed = true
+	}
+	if n.mgr != nil && kind == foTagRead {
+		n.mgr.ReadDone(n.local(), n.fw.parts[i].name, err)
 		n.fed = true
 	}
 }
@@ -209,7 +226,7 @@ func (n *foNode) opDone(tag uint64, res caspaxos.Result) {
 			fw.e.viol.add(fw.now(), ViolationProtocol, "partition %s register: %v", name, err)
 			return
 		}
-		fw.learned(i, cur.Version, s, kind != foTagRead && res.Err == nil, fw.now())
+		fw.learned(i, cur.Version, s, fw.now())
 		n.mgr.ObserveState(now, name, cur.Version, s)
 		n.fed = true
 		if res.Err == nil && cur.Version > 0 {
@@ -224,6 +241,10 @@ func (n *foNode) opDone(tag uint64, res caspaxos.Result) {
 				}
 			}
 		}
+	}
+	if kind == foTagRead {
+		n.mgr.ReadDone(now, name, res.Err)
+		n.fed = true
 	}
 	n.pump()
 }
@@ -306,7 +327,7 @@ func (n *foNode) pump() {
 			n.mgr.Tick(n.local())
 		}
 		rd := n.mgr.Ready()
-		if len(rd.Heartbeats)+len(rd.Proposals)+len(rd.Actions) > 0 {
+		if len(rd.Heartbeats)+len(rd.Proposals)+len(rd.Actions)+len(rd.Reads) > 0 {
 			busy = true
 		}
 		for _, hb := range rd.Heartbeats {
@@ -314,6 +335,11 @@ func (n *foNode) pump() {
 		}
 		for _, p := range rd.Proposals {
 			n.propose(p)
+		}
+		for _, name := range rd.Reads {
+			if i := fw.partIndex(name); i >= 0 {
+				n.submit(i, foTagRead, caspaxos.Read())
+			}
 		}
 		for _, pa := range rd.Actions {
 			n.act(pa)
@@ -375,7 +401,7 @@ func (n *foNode) flushStatus() {
 		if r := &n.fw.reg[i]; r.have && st.Epoch > r.state.Epoch {
 			// The data plane heard of a newer epoch than this node's
 			// manager: read the register back.
-			n.submit(i, foTagRead, caspaxos.Read())
+			n.mgr.RequestRead(p.name)
 		}
 		n.mgr.UpdateReplica(now, p.name, st)
 		n.fed = true

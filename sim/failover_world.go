@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fmnode/fmnode/caspaxos"
@@ -53,8 +54,6 @@ const (
 	foRetryDelay     = 200 * time.Millisecond
 	foRequestTimeout = 2 * time.Second
 	foMaxAttempts    = 200
-	// foInitWindow bounds the register initialisations in flight.
-	foInitWindow = 16384
 	// foCatchUpChecks bounds the partitions a catch-up poll looks at.
 	foCatchUpChecks = 8192
 )
@@ -88,6 +87,10 @@ type foWorld struct {
 	rng     *rand.Rand
 	// dns is the simulated DNS path the clients route through.
 	dns *foDNS
+	// window is each manager's bound on register operations in flight
+	// (failover.ManagerConfig.MaxInFlight): the default, or less when
+	// the proposer's bound on keys in flight is lower.
+	window int
 
 	// reg is the newest committed register value of each partition seen
 	// anywhere (results and reads are committed values); known counts the
@@ -220,9 +223,17 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	}
 	// One acceptor and one proposer per node: the register's quorum spans
 	// the regions, so no single region decides a failover.
+	pcfg := caspaxos.DefaultProposerConfig(1, quorum.Config{})
+	if cfg.testProposerMaxInFlight > 0 {
+		pcfg.MaxInFlight = cfg.testProposerMaxInFlight
+	}
+	fw.window = min(failover.DefaultMaxInFlight, pcfg.MaxInFlight/2)
+	if fw.window < 1 {
+		return nil, fmt.Errorf("%w: proposer MaxInFlight %d leaves no register window", ErrConfig, pcfg.MaxInFlight)
+	}
 	cas, err := newCluster(e.w, ClusterConfig{
 		Acceptors: len(nodeRegion), Proposers: len(nodeRegion),
-		Proposer: caspaxos.DefaultProposerConfig(1, quorum.Config{}),
+		Proposer: pcfg,
 		FsyncMin: 200 * time.Microsecond, FsyncMax: 2 * time.Millisecond,
 	}, &e.viol)
 	if err != nil {
@@ -323,30 +334,37 @@ func (fw *foWorld) nodeFor(i int, r quorum.Region) (int32, bool) {
 
 func (fw *foWorld) now() time.Duration { return fw.e.w.Now() }
 
-// initRegisters writes every partition's initial state once (InitIfAbsent)
-// and waits until all are committed and known to every manager. At most
-// foInitWindow initialisations are outstanding at once: the proposer
-// bounds its active keys (DefaultMaxInFlight) and refuses beyond that, so
-// a world of 100k partitions submitted at once never finished.
+// initRegisters has every partition's register written with its initial
+// state (failover.Manager.Create, by the node of its first replica) and
+// waits until all are committed. The managers' window bounds the creates
+// in flight like every register operation: the proposer refuses beyond
+// its bound on active keys, so a world of 100k partitions submitted at
+// once never finished.
 func (fw *foWorld) initRegisters(bound time.Duration) bool {
-	n0 := fw.nodes[0]
-	next := 0
-	topUp := func() {
-		for next < len(fw.parts) && next-fw.known < foInitWindow {
-			n0.submit(next, foTagInit, caspaxos.InitIfAbsent(fw.parts[next].init))
-			next++
+	for i := range fw.parts {
+		n := fw.nodes[fw.parts[i].replicas[0].Node-1]
+		s, err := failover.Decode(fw.parts[i].init)
+		if err == nil {
+			err = n.mgr.Create(fw.parts[i].name, s)
 		}
+		if err != nil {
+			fw.e.viol.add(fw.now(), ViolationProtocol, "create %s: %v", fw.parts[i].name, err)
+			return false
+		}
+		n.fed = true
 	}
-	topUp()
-	return fw.e.runUntil(fw.now()+bound, func() bool {
-		topUp()
-		return fw.known == len(fw.parts)
-	})
+	for _, n := range fw.nodes {
+		n.pump()
+	}
+	return fw.e.runUntil(fw.now()+bound, func() bool { return fw.known == len(fw.parts) })
 }
 
 // learned records a committed register value: the global checks (epochs
 // only grow; a write region changes only with the epoch) and the metrics.
-func (fw *foWorld) learned(i int, version uint64, s failover.State, byCAS bool, at time.Duration) {
+// Every newer version is a register write, however it is first seen: a
+// node's own CAS, or the value a losing CAS or a read brought back (the
+// winner's own outcome may come later).
+func (fw *foWorld) learned(i int, version uint64, s failover.State, at time.Duration) {
 	r := &fw.reg[i]
 	if r.have && version <= r.version {
 		if version == r.version && (s.Epoch != r.state.Epoch || s.WriteRegion != r.state.WriteRegion) {
@@ -371,7 +389,7 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, byCAS bool, 
 	if fw.dns != nil {
 		fw.dns.committed(i, version, s)
 	}
-	if byCAS && old.have {
+	if old.have {
 		fw.m.registerWrite(fw, i, old.state, s, at)
 	}
 	if fw.onLearn != nil && old.have {
@@ -500,6 +518,56 @@ func (fw *foWorld) caughtUpSince() func() bool {
 		}
 		return left == 0
 	}
+}
+
+// clientsOf returns partition i's clients: makeClients appends them
+// partition by partition, clientsPerPartition each. A scan of every
+// client per failover commit was quadratic: 60k commits over 200k clients
+// at 100k partitions.
+func (fw *foWorld) clientsOf(i int) []*foClient {
+	k := fw.spec.clientsPerPartition
+	lo, hi := min(i*k, len(fw.clients)), min((i+1)*k, len(fw.clients))
+	return fw.clients[lo:hi]
+}
+
+// foUnconvergedShown bounds the partitions a non-convergence report details.
+const foUnconvergedShown = 4
+
+// unconverged describes the partitions that fail ok: how many, and for
+// the first few the register value, every replica's progress and every
+// manager's view (the version it holds, a proposal in flight, stale).
+func (fw *foWorld) unconverged(ok func(int) bool) string {
+	var b strings.Builder
+	n := 0
+	for i := range fw.parts {
+		if ok(i) {
+			continue
+		}
+		n++
+		if n > foUnconvergedShown {
+			continue
+		}
+		r := &fw.reg[i]
+		fmt.Fprintf(&b, "; %s register v%d epoch %d write %s phase %v members %v:", fw.parts[i].name, r.version, r.state.Epoch,
+			r.state.WriteRegion, r.state.Phase, r.state.WriteQuorum.Members)
+		for _, rn := range fw.parts[i].replicas {
+			nd := fw.nodes[rn.Node-1]
+			if nd.host == nil || nd.mgr == nil {
+				fmt.Fprintf(&b, " %s down", rn.Region)
+				continue
+			}
+			pr, err := nd.host.Progress(fw.parts[i].id)
+			if err != nil {
+				fmt.Fprintf(&b, " %s: %v", rn.Region, err)
+				continue
+			}
+			mp, _ := nd.mgr.Proposing(fw.parts[i].name)
+			d, _ := nd.mgr.LastDecision(fw.parts[i].name)
+			fmt.Fprintf(&b, " %s[epoch %d role %v last %d commit %d applied %d; manager v%d inflight %v stale %v last %v %s]",
+				rn.Region, pr.Epoch, pr.Role, pr.LastLSN, pr.CommitLSN, pr.AppliedLSN, mp.Version, mp.InFlight, mp.Stale, d.Kind, d.Suppressed)
+		}
+	}
+	return fmt.Sprintf("%d partitions%s", n, b.String())
 }
 
 func (fw *foWorld) partCaughtUp(i int) bool {

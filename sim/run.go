@@ -62,6 +62,10 @@ type Config struct {
 	// testDoublePromote is a test hook of the failover scenarios: the
 	// one-writer-per-epoch checker must fire.
 	testDoublePromote bool
+	// testProposerMaxInFlight, when positive, lowers every failover
+	// world proposer's bound on keys in flight: a test hook that squeezes
+	// the 100k-partition drill's overload into a small world.
+	testProposerMaxInFlight int
 
 	// BreakLiveness is a test hook: the liveness phase cuts every link
 	// instead of healing, so the run must report a liveness violation.

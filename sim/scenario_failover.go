@@ -198,7 +198,7 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 		settled = fw.caughtUpSince()
 	}
 	if !d.runUntil(back+foConvergeBound, settled) {
-		e.viol.add(e.w.Now(), ViolationLiveness, "not converged within %v of the region's return", foConvergeBound)
+		e.viol.add(e.w.Now(), ViolationLiveness, "not converged within %v of the region's return: %s", foConvergeBound, fw.unconverged(fw.partCaughtUp))
 	}
 	resync := e.w.Now() - back
 	fw.m.resyncOn = false
@@ -209,7 +209,7 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	fw.clientsOn = false
 	d.runUntil(e.w.Now()+time.Minute, func() bool { return fw.pendingClientOps() == 0 })
 	if !d.runUntil(e.w.Now()+cfg.LivenessBound, fw.converged) {
-		e.viol.add(e.w.Now(), ViolationLiveness, "not converged within %v after the clients stopped", cfg.LivenessBound)
+		e.viol.add(e.w.Now(), ViolationLiveness, "not converged within %v after the clients stopped: %s", cfg.LivenessBound, fw.unconverged(fw.partConverged))
 	}
 	d.check(s.fault)
 	if d.lateAcks > 0 {

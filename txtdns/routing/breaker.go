@@ -395,6 +395,13 @@ func (b *Breakers) setState(p uint32, region string, br *breaker, to BreakerStat
 // dropClosedLocked forgets closed breakers (their partial failure counts).
 // The set dropped does not depend on map order.
 func (b *Breakers) dropClosedLocked() {
+	if b.counts[Closed] == 0 {
+		// Full of open and half-open breakers: nothing to drop. Without
+		// this every failure on an untracked pair rescanned the full
+		// map (a 100k-partition region outage opens more than the
+		// default bound, and the drill crawled).
+		return
+	}
 	for k, br := range b.m {
 		if br.state == Closed {
 			delete(b.m, k)

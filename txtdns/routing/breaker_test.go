@@ -238,3 +238,27 @@ func TestBreakerPromotedRegionReopensSooner(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "PromotedOpenFor")
 }
+
+// TestBreakerBoundFullOfOpenIsCheap: once the bound holds only open
+// breakers, a failure on an untracked pair costs O(1), not a scan of the
+// bound (a 100k-partition region outage opens more breakers than the
+// default bound, and then every client failure rescanned 65,536 of them).
+func TestBreakerBoundFullOfOpenIsCheap(t *testing.T) {
+	const bound = 1 << 14
+	b, err := NewBreakers(BreakerConfig{MaxBreakers: bound, FailureThreshold: 1})
+	require.NoError(t, err)
+	for p := uint32(1); p <= bound; p++ {
+		b.Failure(p, "a", t0)
+	}
+	read, unlock := threadCPU()
+	defer unlock()
+	start := read()
+	for p := uint32(bound + 1); p <= 2*bound; p++ {
+		b.Failure(p, "a", t0)
+	}
+	used := read() - start
+	assert.Equal(t, Closed, b.State(2*bound, "a"), "beyond the bound: not tracked")
+	_, open, _ := b.Counts()
+	assert.Equal(t, bound, open)
+	assert.Less(t, used, 100*time.Millisecond, "%d failures on untracked pairs", bound)
+}
