@@ -470,7 +470,7 @@ func (h *Host) schedule(now time.Duration, r *Replica) {
 		return
 	}
 	r.timerAt = d
-	h.timers.push(timerEntry{at: d, r: r})
+	h.timers.push(timerEntry{at: d, id: r.id, r: r})
 }
 
 // HasReady reports whether Ready would return anything.
@@ -632,6 +632,7 @@ func (h *Host) checkOp(req *WriteRequest) error {
 
 type timerEntry struct {
 	at time.Duration
+	id ID // r.id, kept here: ties (thousands of replicas share a deadline) compare without loading r
 	r  *Replica
 }
 
@@ -646,7 +647,7 @@ func (a *timerEntry) before(b *timerEntry) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
-	return a.r.id < b.r.id
+	return a.id < b.id
 }
 
 func (t *timerHeap) push(e timerEntry) {
