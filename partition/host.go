@@ -62,7 +62,7 @@ type Host struct {
 // Bounds of Ready recycling: how many spare Readys a host keeps, and the
 // largest slice it keeps (a burst must not pin a large array for good).
 const (
-	maxSpareReadys   = 4
+	maxSpareReadys   = 16
 	maxSpareReadyCap = 1024
 )
 
