@@ -120,6 +120,17 @@ type foDNS struct {
 	// content. The key pins the record, so an address is never reused
 	// while cached. Cleared when full.
 	runs map[foRecKey]foDecoded
+	// qto is each client's pending query timeout (by client index): an
+	// answer due before it takes its event over (see takeOver).
+	qto []foQueryTimeout
+}
+
+// foQueryTimeout is a client's query timeout event, due at at, whose
+// message is in msgs[slot].
+type foQueryTimeout struct {
+	ev   EventID
+	at   time.Duration
+	slot int32
 }
 
 // foRecKey names a record by its first string's address and its length.
@@ -249,12 +260,42 @@ func (d *foDNS) send(from, to int32, m foDNSMsg) {
 		}
 		return
 	}
-	d.after(d.fw.oneWay(from, to), m)
+	delay := d.fw.oneWay(from, to)
+	if m.kind == dnsAnswer && m.client >= 0 && d.takeOver(delay, m) {
+		return
+	}
+	d.after(delay, m)
 }
 
-func (d *foDNS) after(delay time.Duration, m foDNSMsg) {
+// takeOver moves client m.client's pending query timeout to its answer m
+// when the answer is due first: the timeout would then find the query
+// answered and do nothing, one stale event per query. Rescheduling takes
+// a new sequence number as scheduling would, so the order is the same.
+func (d *foDNS) takeOver(delay time.Duration, m foDNSMsg) bool {
+	if int(m.client) >= len(d.qto) {
+		return false
+	}
+	q := &d.qto[m.client]
+	w := d.fw.e.w
+	at := w.Now() + delay
+	if at >= q.at || !w.Sched.Pending(q.ev) {
+		return false
+	}
+	t := &d.msgs[q.slot]
+	if t.kind != dnsClientTimeout || t.client != m.client || t.tag != m.tag {
+		return false
+	}
+	*t = m
+	w.Sched.Reschedule(q.ev, at, NoNode, foDNSH{d}, uint64(q.slot))
+	*q = foQueryTimeout{}
+	return true
+}
+
+// after schedules m after delay; it returns the event and m's slot (slot
+// -1 when too many messages are pending: m is dropped).
+func (d *foDNS) after(delay time.Duration, m foDNSMsg) (EventID, int32) {
 	if len(d.msgs)-len(d.free) >= foDNSMaxPending {
-		return
+		return EventID{}, -1
 	}
 	var slot int32
 	if n := len(d.free); n > 0 {
@@ -265,7 +306,7 @@ func (d *foDNS) after(delay time.Duration, m foDNSMsg) {
 		slot = int32(len(d.msgs))
 		d.msgs = append(d.msgs, m)
 	}
-	d.fw.e.w.Sched.After(delay, NoNode, foDNSH{d}, uint64(slot))
+	return d.fw.e.w.Sched.After(delay, NoNode, foDNSH{d}, uint64(slot)), slot
 }
 
 type foDNSH struct{ d *foDNS }
@@ -335,7 +376,13 @@ func (d *foDNS) query(c *foClient) {
 	d.stats.Queries++
 	m := foDNSMsg{kind: dnsQuery, res: c.node, part: c.part, client: int32(c.idx), tag: c.attempt}
 	d.send(c.node, c.node, m)
-	d.after(foDNSTimeout, foDNSMsg{kind: dnsClientTimeout, client: int32(c.idx), tag: c.attempt})
+	ev, slot := d.after(foDNSTimeout, foDNSMsg{kind: dnsClientTimeout, client: int32(c.idx), tag: c.attempt})
+	if d.qto == nil {
+		d.qto = make([]foQueryTimeout, len(d.fw.clients))
+	}
+	if slot >= 0 && c.idx < len(d.qto) {
+		d.qto[c.idx] = foQueryTimeout{ev: ev, at: d.fw.now() + foDNSTimeout, slot: slot}
+	}
 }
 
 // resolverQuery answers from the cache while fresh, or stale within the
