@@ -80,6 +80,9 @@ type foResEntry struct {
 	fetchGen   uint64
 	refreshing bool
 	have       bool
+	// fto is the latest fetch's timeout: a fetch's answer due before it
+	// takes its event over (see takeOverFetch).
+	fto foQueryTimeout
 }
 
 // foResolver is the caching resolver on one node (the clients standing on
@@ -261,7 +264,8 @@ func (d *foDNS) send(from, to int32, m foDNSMsg) {
 		return
 	}
 	delay := d.fw.oneWay(from, to)
-	if m.kind == dnsAnswer && m.client >= 0 && d.takeOver(delay, m) {
+	if m.kind == dnsAnswer && m.client >= 0 && d.takeOver(delay, m) ||
+		m.kind == dnsFetchBack && d.takeOverFetch(delay, m) {
 		return
 	}
 	d.after(delay, m)
@@ -283,6 +287,27 @@ func (d *foDNS) takeOver(delay time.Duration, m foDNSMsg) bool {
 	}
 	t := &d.msgs[q.slot]
 	if t.kind != dnsClientTimeout || t.client != m.client || t.tag != m.tag {
+		return false
+	}
+	*t = m
+	w.Sched.Reschedule(q.ev, at, NoNode, foDNSH{d}, uint64(q.slot))
+	*q = foQueryTimeout{}
+	return true
+}
+
+// takeOverFetch is takeOver for a publisher's answer m to a resolver's
+// fetch: once any answer for the entry arrives, resolverFetched clears
+// refreshing, and every fetch timeout of the entry pending then would do
+// nothing (a newer fetch bumps fetchGen, which they no longer match).
+func (d *foDNS) takeOverFetch(delay time.Duration, m foDNSMsg) bool {
+	q := &d.entry(m.res, m.part).fto
+	w := d.fw.e.w
+	at := w.Now() + delay
+	if at >= q.at || !w.Sched.Pending(q.ev) {
+		return false
+	}
+	t := &d.msgs[q.slot]
+	if t.kind != dnsFetchTimeout || t.res != m.res || t.part != m.part {
 		return false
 	}
 	*t = m
@@ -435,7 +460,9 @@ func (d *foDNS) fetch(m foDNSMsg, try int) {
 	d.send(m.res, int32(m.pub), m)
 	t := m
 	t.kind, t.tag = dnsFetchTimeout, e.fetchGen
-	d.after(foDNSTimeout, t)
+	if ev, slot := d.after(foDNSTimeout, t); slot >= 0 {
+		e.fto = foQueryTimeout{ev: ev, at: d.fw.now() + foDNSTimeout, slot: slot}
+	}
 }
 
 func (d *foDNS) resolverFetched(m foDNSMsg) {
