@@ -62,7 +62,7 @@ type Host struct {
 // Bounds of Ready recycling: how many spare Readys a host keeps, and the
 // largest slice it keeps (a burst must not pin a large array for good).
 const (
-	maxSpareReadys   = 4
+	maxSpareReadys   = 16
 	maxSpareReadyCap = 1024
 )
 
@@ -488,7 +488,7 @@ func (h *Host) schedule(now time.Duration, r *Replica) {
 		return
 	}
 	r.timerAt = d
-	h.timers.push(timerEntry{at: d, r: r})
+	h.timers.push(timerEntry{at: d, id: r.id, r: r})
 }
 
 // HasReady reports whether Ready would return anything.
@@ -650,6 +650,7 @@ func (h *Host) checkOp(req *WriteRequest) error {
 
 type timerEntry struct {
 	at time.Duration
+	id ID // r.id, kept here: ties (thousands of replicas share a deadline) compare without loading r
 	r  *Replica
 }
 
@@ -664,7 +665,7 @@ func (a *timerEntry) before(b *timerEntry) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
-	return a.r.id < b.r.id
+	return a.id < b.id
 }
 
 func (t *timerHeap) push(e timerEntry) {

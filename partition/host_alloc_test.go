@@ -56,7 +56,8 @@ func TestTimerHeapMatchesSort(t *testing.T) {
 	var ref []timerEntry
 	for range 5000 {
 		if rng.IntN(3) > 0 || len(ref) == 0 {
-			e := timerEntry{at: time.Duration(rng.IntN(100)), r: reps[rng.IntN(len(reps))]}
+			r := reps[rng.IntN(len(reps))]
+			e := timerEntry{at: time.Duration(rng.IntN(100)), id: r.id, r: r}
 			h.push(e)
 			ref = append(ref, e)
 			continue

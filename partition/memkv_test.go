@@ -15,8 +15,17 @@ import (
 // ordered contents (forward and reverse) after every step.
 func TestMemKVMatchesMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	// Keys share 6-byte bucket prefixes, as the store's keys do.
+	// Keys share 6-byte bucket prefixes, as the store's keys do; their
+	// tails vary in length around the 8 bytes a key word covers (short
+	// keys, zero bytes, long keys with equal words).
+	tails := []string{"", "\x00", "\x00\x00", "a", "a\x00", "ab", "abcdefgh", "abcdefgh\x00", "abcdefghi", "abcdefghj", "abcdefgh\x00\x01", "abcdefg"}
 	key := func() string {
+		switch rng.IntN(3) {
+		case 0:
+			return fmt.Sprintf("p%d", rng.IntN(3)) // shorter than a bucket prefix
+		case 1:
+			return fmt.Sprintf("p%05d", rng.IntN(3)) + tails[rng.IntN(len(tails))]
+		}
 		return fmt.Sprintf("p%05d/%03d", rng.IntN(3), rng.IntN(60))
 	}
 	kv := memKV{buckets: map[uint64]*memBucket{}}
@@ -106,4 +115,33 @@ func TestPrefixListMatchesSortedSlice(t *testing.T) {
 	c := l.clone()
 	c.insert("zzzzzz")
 	require.Equal(t, ref, l.between("", "999999999", nil), "a clone shares chunks")
+}
+
+// BenchmarkMemKVCommitShape is a drill's store traffic on one node: in
+// random partition order (thousands of partitions, so each bucket is cold
+// in the cache), append a log record and overwrite the client's key in a
+// state section that also holds eight preloaded keys.
+func BenchmarkMemKVCommitShape(b *testing.B) {
+	const parts = 8192
+	kv := memKV{buckets: map[uint64]*memBucket{}}
+	v := make([]byte, 64)
+	var k []byte
+	for p := ID(1); p <= parts; p++ {
+		for i := range 8 {
+			k = AppendKVKey(k[:0], p, fmt.Appendf(nil, "pre/%06d", i))
+			kv.set(string(k), v)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	lsn := make([]LSN, parts+1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		p := ID(1 + rng.IntN(parts))
+		lsn[p]++
+		k = AppendLogKey(k[:0], p, lsn[p])
+		kv.swap(string(k), v)
+		k = AppendKVKey(k[:0], p, []byte("k"))
+		kv.swap(string(k), v)
+	}
 }

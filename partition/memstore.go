@@ -312,6 +312,46 @@ type memBucket struct {
 type memEnt struct {
 	k string
 	v []byte // never mutated in place: Set stores a copy
+	// w is keyWord(k): comparing it decides most comparisons between the
+	// keys of one bucket without reading the key's bytes, a cache miss per
+	// entry probed once a store holds thousands of partitions.
+	w uint64
+}
+
+// keyWord packs the 8 key bytes after the bucket prefix (zero-padded)
+// into a word, big-endian. All the keys of one bucket share its prefix,
+// so between two of them a smaller word means a smaller key; equal words
+// decide by length when neither key is longer than prefixLen+8 (the
+// shorter is a prefix of the other), else by the whole keys.
+func keyWord(k string) uint64 {
+	var w uint64
+	for i := prefixLen; i < prefixLen+8; i++ {
+		w <<= 8
+		if i < len(k) {
+			w |= uint64(k[i])
+		}
+	}
+	return w
+}
+
+// keyWordSpan is the key length keyWord covers entirely.
+const keyWordSpan = prefixLen + 8
+
+// less reports whether e's key sorts before k (w = keyWord(k)), both keys
+// of e's bucket.
+func (e *memEnt) less(k string, w uint64) bool {
+	if e.w != w {
+		return e.w < w
+	}
+	if len(e.k) <= keyWordSpan && len(k) <= keyWordSpan {
+		return len(e.k) < len(k)
+	}
+	return e.k < k
+}
+
+// is reports whether e's key is k (w = keyWord(k)).
+func (e *memEnt) is(k string, w uint64) bool {
+	return e.w == w && len(e.k) == len(k) && (len(k) <= keyWordSpan || e.k == k)
 }
 
 func bucketOf(k []byte) string {
@@ -321,7 +361,8 @@ func bucketOf(k []byte) string {
 	return string(k)
 }
 
-// search returns the index of the first entry with key >= k.
+// search returns the index of the first entry with key >= k, for any key
+// k (range bounds need not share the bucket's prefix).
 func (b *memBucket) search(k string) int {
 	n := len(b.ents)
 	if n > 0 && b.ents[n-1].k < k {
@@ -331,6 +372,35 @@ func (b *memBucket) search(k string) int {
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if b.ents[m].k < k {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// bound is search(k) for the bucket of prefix p: by words when k has the
+// bucket's prefix (a partition's log or state range), else by strings.
+func (b *memBucket) bound(p string, k []byte) int {
+	if len(p) == prefixLen && len(k) >= prefixLen && string(k[:prefixLen]) == p {
+		ks := string(k)
+		return b.find(ks, keyWord(ks))
+	}
+	return b.search(string(k))
+}
+
+// find is search for a key k of this bucket, with w = keyWord(k): it
+// compares words, reading key bytes only on a tie.
+func (b *memBucket) find(k string, w uint64) int {
+	n := len(b.ents)
+	if n > 0 && b.ents[n-1].less(k, w) {
+		return n // appends land here without a search
+	}
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if b.ents[m].less(k, w) {
 			lo = m + 1
 		} else {
 			hi = m
@@ -349,8 +419,9 @@ func (m *memKV) get(k string) ([]byte, bool) {
 	if b == nil {
 		return nil, false
 	}
-	i := b.search(k)
-	if i < len(b.ents) && b.ents[i].k == k {
+	w := keyWord(k)
+	i := b.find(k, w)
+	if i < len(b.ents) && b.ents[i].is(k, w) {
 		return b.ents[i].v, true
 	}
 	return nil, false
@@ -381,13 +452,14 @@ func (m *memKV) swap(k string, v []byte) (old []byte, existed bool) {
 		m.buckets[bucketID(bp)] = b
 		m.prefixes.insert(bp)
 	}
-	i := b.search(k)
-	if i < len(b.ents) && b.ents[i].k == k {
+	w := keyWord(k)
+	i := b.find(k, w)
+	if i < len(b.ents) && b.ents[i].is(k, w) {
 		old = b.ents[i].v
 		b.ents[i].v = v
 		return old, true
 	}
-	b.ents = slices.Insert(b.ents, i, memEnt{k: k, v: v})
+	b.ents = slices.Insert(b.ents, i, memEnt{k: k, v: v, w: w})
 	return nil, false
 }
 
@@ -401,8 +473,9 @@ func (m *memKV) del(k string) {
 	if b == nil {
 		return
 	}
-	i := b.search(k)
-	if i < len(b.ents) && b.ents[i].k == k {
+	w := keyWord(k)
+	i := b.find(k, w)
+	if i < len(b.ents) && b.ents[i].is(k, w) {
 		b.ents = slices.Delete(b.ents, i, i+1)
 	}
 }
@@ -418,7 +491,7 @@ func (m *memKV) each(lo, hi []byte, rev bool, fn func(k string, v []byte) bool) 
 	start, end := 0, len(ps)
 	visit := func(bi int) bool {
 		b := m.bucket(ps[bi])
-		i, j := b.search(string(lo)), b.search(string(hi))
+		i, j := b.bound(ps[bi], lo), b.bound(ps[bi], hi)
 		if rev {
 			for x := j - 1; x >= i; x-- {
 				if !fn(b.ents[x].k, b.ents[x].v) {
@@ -483,7 +556,7 @@ func (m *memKV) Scan(lo, hi []byte, fn func(k, v []byte) (bool, error)) error {
 func (m *memKV) DeleteRange(lo, hi []byte) error {
 	for _, p := range m.span(lo, hi) {
 		b := m.bucket(p)
-		i, j := b.search(string(lo)), b.search(string(hi))
+		i, j := b.bound(p, lo), b.bound(p, hi)
 		if i < j {
 			b.ents = slices.Delete(b.ents, i, j)
 		}

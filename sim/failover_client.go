@@ -96,6 +96,10 @@ type foClient struct {
 	pendingSends, pendingQueries int
 	// trace: the client's routing steps (Config.RerouteTrace; nil: off).
 	trace *foTrace
+	// timeoutEv is the current attempt's timeout event, due at timeoutAt
+	// (a reply due earlier takes the event over: see deliverReplies).
+	timeoutEv EventID
+	timeoutAt time.Duration
 }
 
 // foClients is the scheduler handler of every client.
@@ -278,7 +282,8 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 			timeout = min(timeout, d.Timeout) // a quick half-open probe
 		}
 		fw.traceSend(c, d, ri, timeout)
-		w.Sched.After(timeout, NoNode, foClients{fw}, fw.cArg(c, foCTimeout))
+		c.timeoutAt = w.Now() + timeout
+		c.timeoutEv = w.Sched.After(timeout, NoNode, foClients{fw}, fw.cArg(c, foCTimeout))
 	case routing.ActDone:
 		fw.clientEnd(c, d.Err)
 	}
@@ -325,7 +330,17 @@ func (fw *foWorld) deliverReplies(n *foNode, rs []partition.Reply) {
 		}
 		c.reply = r
 		fw.trace(c, foTraceEv{kind: trServerOut})
-		w.Sched.After(fw.oneWay(n.idx, c.node), NoNode, foClients{fw}, fw.cArg(c, foCReply))
+		at := w.Now() + fw.oneWay(n.idx, c.node)
+		if at < c.timeoutAt && w.Sched.Pending(c.timeoutEv) {
+			// The reply comes first, and the timeout would then find the
+			// attempt over: move the timeout's event to the reply instead
+			// of firing a stale one per attempt. Rescheduling takes a new
+			// sequence number as scheduling would, so the order is the same.
+			w.Sched.Reschedule(c.timeoutEv, at, NoNode, foClients{fw}, fw.cArg(c, foCReply))
+			c.timeoutEv = EventID{}
+			continue
+		}
+		w.Sched.At(at, NoNode, foClients{fw}, fw.cArg(c, foCReply))
 	}
 }
 

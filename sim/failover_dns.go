@@ -80,6 +80,9 @@ type foResEntry struct {
 	fetchGen   uint64
 	refreshing bool
 	have       bool
+	// fto is the latest fetch's timeout: a fetch's answer due before it
+	// takes its event over (see takeOverFetch).
+	fto foQueryTimeout
 }
 
 // foResolver is the caching resolver on one node (the clients standing on
@@ -120,6 +123,17 @@ type foDNS struct {
 	// content. The key pins the record, so an address is never reused
 	// while cached. Cleared when full.
 	runs map[foRecKey]foDecoded
+	// qto is each client's pending query timeout (by client index): an
+	// answer due before it takes its event over (see takeOver).
+	qto []foQueryTimeout
+}
+
+// foQueryTimeout is a client's query timeout event, due at at, whose
+// message is in msgs[slot].
+type foQueryTimeout struct {
+	ev   EventID
+	at   time.Duration
+	slot int32
 }
 
 // foRecKey names a record by its first string's address and its length.
@@ -253,12 +267,64 @@ func (d *foDNS) send(from, to int32, m foDNSMsg) {
 		}
 		return
 	}
-	d.after(d.fw.oneWay(from, to), m)
+	delay := d.fw.oneWay(from, to)
+	if m.kind == dnsAnswer && m.client >= 0 && d.takeOver(delay, m) ||
+		m.kind == dnsFetchBack && d.takeOverFetch(delay, m) {
+		return
+	}
+	d.after(delay, m)
 }
 
-func (d *foDNS) after(delay time.Duration, m foDNSMsg) {
+// takeOver moves client m.client's pending query timeout to its answer m
+// when the answer is due first: the timeout would then find the query
+// answered and do nothing, one stale event per query. Rescheduling takes
+// a new sequence number as scheduling would, so the order is the same.
+func (d *foDNS) takeOver(delay time.Duration, m foDNSMsg) bool {
+	if int(m.client) >= len(d.qto) {
+		return false
+	}
+	q := &d.qto[m.client]
+	w := d.fw.e.w
+	at := w.Now() + delay
+	if at >= q.at || !w.Sched.Pending(q.ev) {
+		return false
+	}
+	t := &d.msgs[q.slot]
+	if t.kind != dnsClientTimeout || t.client != m.client || t.tag != m.tag {
+		return false
+	}
+	*t = m
+	w.Sched.Reschedule(q.ev, at, NoNode, foDNSH{d}, uint64(q.slot))
+	*q = foQueryTimeout{}
+	return true
+}
+
+// takeOverFetch is takeOver for a publisher's answer m to a resolver's
+// fetch: once any answer for the entry arrives, resolverFetched clears
+// refreshing, and every fetch timeout of the entry pending then would do
+// nothing (a newer fetch bumps fetchGen, which they no longer match).
+func (d *foDNS) takeOverFetch(delay time.Duration, m foDNSMsg) bool {
+	q := &d.entry(m.res, m.part).fto
+	w := d.fw.e.w
+	at := w.Now() + delay
+	if at >= q.at || !w.Sched.Pending(q.ev) {
+		return false
+	}
+	t := &d.msgs[q.slot]
+	if t.kind != dnsFetchTimeout || t.res != m.res || t.part != m.part {
+		return false
+	}
+	*t = m
+	w.Sched.Reschedule(q.ev, at, NoNode, foDNSH{d}, uint64(q.slot))
+	*q = foQueryTimeout{}
+	return true
+}
+
+// after schedules m after delay; it returns the event and m's slot (slot
+// -1 when too many messages are pending: m is dropped).
+func (d *foDNS) after(delay time.Duration, m foDNSMsg) (EventID, int32) {
 	if len(d.msgs)-len(d.free) >= foDNSMaxPending {
-		return
+		return EventID{}, -1
 	}
 	var slot int32
 	if n := len(d.free); n > 0 {
@@ -269,7 +335,7 @@ func (d *foDNS) after(delay time.Duration, m foDNSMsg) {
 		slot = int32(len(d.msgs))
 		d.msgs = append(d.msgs, m)
 	}
-	d.fw.e.w.Sched.After(delay, NoNode, foDNSH{d}, uint64(slot))
+	return d.fw.e.w.Sched.After(delay, NoNode, foDNSH{d}, uint64(slot)), slot
 }
 
 type foDNSH struct{ d *foDNS }
@@ -339,7 +405,13 @@ func (d *foDNS) query(c *foClient) {
 	d.stats.Queries++
 	m := foDNSMsg{kind: dnsQuery, res: c.node, part: c.part, client: int32(c.idx), tag: c.attempt}
 	d.send(c.node, c.node, m)
-	d.after(foDNSTimeout, foDNSMsg{kind: dnsClientTimeout, client: int32(c.idx), tag: c.attempt})
+	ev, slot := d.after(foDNSTimeout, foDNSMsg{kind: dnsClientTimeout, client: int32(c.idx), tag: c.attempt})
+	if d.qto == nil {
+		d.qto = make([]foQueryTimeout, len(d.fw.clients))
+	}
+	if slot >= 0 && c.idx < len(d.qto) {
+		d.qto[c.idx] = foQueryTimeout{ev: ev, at: d.fw.now() + foDNSTimeout, slot: slot}
+	}
 }
 
 // resolverQuery answers from the cache while fresh, or stale within the
@@ -392,7 +464,9 @@ func (d *foDNS) fetch(m foDNSMsg, try int) {
 	d.send(m.res, int32(m.pub), m)
 	t := m
 	t.kind, t.tag = dnsFetchTimeout, e.fetchGen
-	d.after(foDNSTimeout, t)
+	if ev, slot := d.after(foDNSTimeout, t); slot >= 0 {
+		e.fto = foQueryTimeout{ev: ev, at: d.fw.now() + foDNSTimeout, slot: slot}
+	}
 }
 
 func (d *foDNS) resolverFetched(m foDNSMsg) {

@@ -285,7 +285,7 @@ func (n *foNode) pump() {
 			busy = true
 			rd := n.host.Ready(n.local())
 			fw.deliverReplies(n, rd.Replies)
-			rd.Replies = nil
+			rd.Replies = rd.Replies[:0] // delivered; the array goes back to the host with the rest
 			// Group commit: a Ready that comes while an fsync is running
 			// joins the next one, which starts when the running one ends;
 			// only a Ready with nothing queued starts a new fsync. A

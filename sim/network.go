@@ -84,11 +84,11 @@ func (n *Network[M]) Send(from, to int32, m M) {
 		w.Faults[FaultDuplicate]++
 	}
 	for c := 0; c < copies; c++ {
-		n.schedule(from, to, m, loop)
+		n.schedule(from, to, &m, loop)
 	}
 }
 
-func (n *Network[M]) schedule(from, to int32, m M, loop bool) {
+func (n *Network[M]) schedule(from, to int32, m *M, loop bool) {
 	w := n.w
 	if n.InFlight() >= n.max {
 		n.Stats.DroppedFull++
@@ -121,7 +121,8 @@ func (n *Network[M]) schedule(from, to int32, m M, loop bool) {
 		n.slots = append(n.slots, inflight[M]{})
 		slot = int32(len(n.slots) - 1)
 	}
-	n.slots[slot] = inflight[M]{from: from, to: to, msg: m}
+	f := &n.slots[slot]
+	f.from, f.to, f.msg = from, to, *m
 	w.Sched.At(at, to, n, uint64(slot))
 }
 
@@ -129,21 +130,13 @@ func (n *Network[M]) schedule(from, to int32, m M, loop bool) {
 func (n *Network[M]) Fire(now time.Duration, arg uint64) {
 	slot := int32(arg)
 	f := &n.slots[slot]
-	from, to, msg := f.from, f.to, f.msg
+	from, to := f.from, f.to
 	w := n.w
 	t := &w.Trace
 	cut := w.Links.Cut(from, to)
 	live := w.Live(to)
-	if live && !cut && n.summarize != nil {
-		// Summarise in place: a pointer to a copy would escape to the heap.
-		t.Begin(traceDeliver, now)
-		t.U64(uint64(from)<<32 | uint64(to))
-		n.summarize(t, &f.msg)
-	}
-	var zero inflight[M]
-	*f = zero // drop the reference: the slab must not pin old messages
-	n.free = append(n.free, slot)
 	if !live || cut {
+		n.release(slot)
 		// The node is down (or its buffer overflowed while paused), or
 		// the link was cut while the message was in flight.
 		if cut {
@@ -155,10 +148,23 @@ func (n *Network[M]) Fire(now time.Duration, arg uint64) {
 		t.U64(uint64(from)<<32 | uint64(to))
 		return
 	}
-	if n.summarize == nil {
-		t.Begin(traceDeliver, now)
-		t.U64(uint64(from)<<32 | uint64(to))
+	t.Begin(traceDeliver, now)
+	t.U64(uint64(from)<<32 | uint64(to))
+	if n.summarize != nil {
+		// Summarise in place: a pointer to a copy would escape to the heap.
+		n.summarize(t, &f.msg)
 	}
 	n.Stats.Delivered++
-	n.rcv.Deliver(now, from, to, msg)
+	// The message is handed over from its slot (messages are large: a
+	// copy out first cost as much as the call's own), and the slot is
+	// freed after: what the receiver sends meanwhile takes other slots.
+	n.rcv.Deliver(now, from, to, f.msg)
+	n.release(slot)
+}
+
+// release empties slot (the slab must not pin old messages) and frees it.
+func (n *Network[M]) release(slot int32) {
+	var zero inflight[M]
+	n.slots[slot] = zero
+	n.free = append(n.free, slot)
 }

@@ -187,7 +187,7 @@ func (s *Scheduler) Pop() (at time.Duration, node int32, h Handler, arg uint64, 
 	slot := s.heap[0].slot
 	e := &s.events[slot]
 	at, node, h, arg = s.heap[0].at, e.node, e.h, e.arg
-	s.removeAt(0)
+	s.popRoot()
 	s.release(slot)
 	s.now = at
 	s.fired++
@@ -259,6 +259,37 @@ func (s *Scheduler) down(i int) bool {
 func (s *Scheduler) place(i int, e heapEntry) {
 	s.heap[i] = e
 	s.events[e.slot].heapIdx = int32(i)
+}
+
+// popRoot removes the root. The hole it leaves goes down to a leaf along
+// the lesser children (one comparison per level, where sifting the last
+// entry down from the root takes two), and the last entry fills it from
+// there upwards: it came from the bottom and usually stays near it.
+// Which event pops next is fixed by the total order on (time, sequence
+// number), however the heap arranges the rest.
+func (s *Scheduler) popRoot() {
+	last := len(s.heap) - 1
+	s.events[s.heap[0].slot].heapIdx = -1
+	if last == 0 {
+		s.heap = s.heap[:0]
+		return
+	}
+	x := s.heap[last]
+	s.heap = s.heap[:last]
+	n, i := last, 0
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && s.heap[r].before(&s.heap[c]) {
+			c = r
+		}
+		s.place(i, s.heap[c])
+		i = c
+	}
+	s.heap[i] = x
+	s.up(i)
 }
 
 func (s *Scheduler) removeAt(i int) {

@@ -185,3 +185,22 @@ func TestSchedulerEventAllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// BenchmarkSchedulerRandom is the drill's shape: 65,536 pending events at
+// random times (client timeouts, messages, DNS), each fired event
+// scheduling one more at a random delay.
+func BenchmarkSchedulerRandom(b *testing.B) {
+	s := NewScheduler(1 << 20)
+	var h Handler = nopHandler{}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 1<<16; i++ {
+		s.At(time.Duration(r.Int64N(int64(time.Second))), NoNode, h, 0)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, _, ev, arg, _ := s.Pop()
+		ev.Fire(s.Now(), arg)
+		s.After(time.Duration(r.Int64N(int64(time.Second))), NoNode, h, arg)
+	}
+}

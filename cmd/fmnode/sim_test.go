@@ -101,3 +101,14 @@ func TestSimCanaryFailsAsExpected(t *testing.T) {
 	assert.Contains(t, stdout, "canary: violation detected as expected")
 	assert.Contains(t, stdout, "replay:  go run ./cmd/fmnode sim --scenario register --seed 1")
 }
+
+func TestSimGCPercent(t *testing.T) {
+	for _, c := range []struct{ flag, partitions, want int }{
+		{0, 0, 200}, {0, 4300, 200}, {0, 20000, 200}, {0, 20001, 100}, {0, 100000, 100},
+		{150, 4300, 150}, {100, 100000, 100}, {-1, 60, -1},
+	} {
+		if got := simGCPercent(c.flag, c.partitions); got != c.want {
+			t.Errorf("simGCPercent(%d, %d) = %d, want %d", c.flag, c.partitions, got, c.want)
+		}
+	}
+}
