@@ -86,6 +86,32 @@ func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.
 	if r.epoch+1 == e && r.fol.heardLeader {
 		prev = r.writeRegion
 	}
+	// After a graceful promotion, grants may still run on regions the new
+	// quorum leaves out, which hear nothing of it: those this replica
+	// issued as write region of the epoch before (a reopen after a
+	// fence), and the previous write region's on any region of the quorum
+	// this replica knew (keepDeparted). A takeover waited them out.
+	var gone []departedGrant
+	if l := r.leader; l != nil && graceful {
+		for i := range l.followers {
+			if f := &l.followers[i]; !wq.IsReplica(f.region) {
+				gone = append(gone, departedGrant{region: f.region, match: min(f.match, startAfter), grantState: f.grantState})
+			}
+		}
+		for _, d := range l.departed {
+			if !wq.IsReplica(d.region) {
+				d.match = min(d.match, startAfter)
+				gone = append(gone, d)
+			}
+		}
+	}
+	if graceful {
+		for _, reg := range r.wq.Replicas {
+			if reg != r.region() && reg != prev && !wq.IsReplica(reg) {
+				gone = append(gone, departedGrant{region: reg, grantState: grantState{priorGrantUntil: now + r.grantWindow()}})
+			}
+		}
+	}
 	r.epoch = e
 	r.role = RoleLeader
 	r.writeRegion = r.region()
@@ -96,6 +122,9 @@ func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.
 	r.becomeWriteRegion(now)
 	if graceful {
 		r.inheritGrants(now, prev)
+	}
+	for _, d := range gone {
+		r.keepDeparted(now, d)
 	}
 	r.readBarrier = r.last
 	r.metaDirty = true
@@ -133,10 +162,18 @@ func (r *Replica) setWriteQuorum(now time.Duration, wq quorum.WriteQuorum) error
 	}
 	r.wq = r.h.internQuorum(wq)
 	l := r.leader
+	// A follower leaving the replica set hears nothing more, so it may
+	// serve bounded reads on its grant until the grant ends: keep it.
+	for i := range l.followers {
+		if f := &l.followers[i]; !wq.IsReplica(f.region) {
+			r.keepDeparted(now, departedGrant{region: f.region, match: f.match, grantState: f.grantState})
+		}
+	}
 	l.followers = slices.DeleteFunc(l.followers, func(f follower) bool { return !wq.IsReplica(f.region) })
 	for _, reg := range wq.Replicas {
 		if reg != r.region() && r.follower(reg) == nil {
 			l.followers = append(l.followers, follower{region: reg, next: r.last + 1, floor: r.last + 1, lastAck: now, lastReset: now})
+			r.rejoin(&l.followers[len(l.followers)-1])
 		}
 	}
 	r.metaDirty = true

@@ -142,6 +142,26 @@
 // that epoch), so its bounded-staleness writes are held for up to T while
 // a follower lags.
 //
+// A follower learns that it left the write quorum or the replica set only
+// by a message of the write region, and the change is usually made because
+// it cannot be reached: it goes on serving bounded reads until its grant
+// ends. So the write region forgets no grant with the follower state. A
+// follower dropped from the write quorum stays a follower: it gets no new
+// grant, but the one it may hold counts (its lag holds writes) until T
+// lengthened by the drift margin after it was sent. A follower dropped
+// from the replica set hears nothing more; the write region keeps its last
+// known match and grant deadline and counts its lag until that deadline
+// (it is not asked to acknowledge the change: it is most likely the failed
+// region). A graceful promotion whose quorum leaves out a region of the
+// quorum the promoted replica knew counts that region as it counts the
+// others (match 0, until T plus the margin). The cost: after such a
+// change, bounded-staleness writes that would put the dropped follower
+// more than K ops behind are held (and rejected after StalenessHold) for
+// at most T plus the drift margin; a change that drops no grant costs
+// nothing. Not covered: a write region restarted after the change
+// (departed followers are not persisted), and a graceful promotion of a
+// replica whose known quorum lacks a region added and removed since.
+//
 // Reads run after the Ready's writes, and every reply carries the position
 // of the state read merged with the version (epoch, LSN) of the value, for
 // the client to merge into its session token.

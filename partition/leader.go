@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -11,6 +12,38 @@ type leaderState struct {
 	followers []follower
 	pending   []pendingWrite // assigned, not yet committed; ascending LSN
 	held      []heldWrite    // bounded staleness: not yet assigned
+	// departed: followers that left the replica set while they may still
+	// hold a freshness grant (see keepDeparted); their lag holds writes
+	// until it has surely ended. Sorted by nothing; a handful at most.
+	departed []departedGrant
+}
+
+// departedGrant is what the write region keeps of a follower it no longer
+// replicates to: the follower hears nothing more, and may serve bounded
+// reads at match until its grant ends.
+type departedGrant struct {
+	region Region
+	match  LSN
+	grantState
+}
+
+// grantState says until when a follower may hold a freshness grant.
+type grantState struct {
+	// grantSentAt is when a freshness grant was last sent (the follower may
+	// serve bounded reads for about T after it), granted whether one was.
+	grantSentAt time.Duration
+	granted     bool
+	// priorGrantUntil: after a graceful promotion, the previous write
+	// region may have left this follower a freshness grant that runs until
+	// about then (see inheritGrants); 0 once the follower answered in this
+	// epoch, since adopting it dropped any grant of an older one.
+	priorGrantUntil time.Duration
+}
+
+// mayHold reports whether the follower may still serve reads on a grant:
+// window is the grant window (Replica.grantWindow).
+func (g *grantState) mayHold(now, window time.Duration) bool {
+	return now <= g.priorGrantUntil || (g.granted && now-g.grantSentAt <= window)
 }
 
 type pendingWrite struct {
@@ -46,15 +79,7 @@ type follower struct {
 	probe     time.Duration
 	probeNew  bool
 	wantGrant bool
-	// grantSentAt is when a freshness grant was last sent (the follower may
-	// serve bounded reads for about T after it), granted whether one was.
-	grantSentAt time.Duration
-	granted     bool
-	// priorGrantUntil: after a graceful promotion, the previous write
-	// region may have left this follower a freshness grant that runs until
-	// about then (see inheritGrants); 0 once the follower answered in this
-	// epoch, since adopting it dropped any grant of an older one.
-	priorGrantUntil time.Duration
+	grantState
 
 	fetching bool
 	needSnap bool
@@ -263,10 +288,51 @@ func (r *Replica) assign(now time.Duration, req *WriteRequest) {
 // follower that may still hold a freshness grant (it may serve reads),
 // ours or, after a graceful promotion, the previous write region's.
 func (r *Replica) boundedFollower(now time.Duration, f *follower) bool {
-	if r.wq.IsMember(f.region) || now <= f.priorGrantUntil {
-		return true
+	return r.wq.IsMember(f.region) || f.mayHold(now, r.grantWindow())
+}
+
+// keepDeparted remembers the grant of a follower that leaves the replica
+// set (a quorum change, or a promotion whose quorum leaves it out): it
+// hears nothing more, not even that it left, so it may serve bounded reads
+// at its last known match until its grant ends, and its lag must go on
+// holding writes until then (lag). A write quorum shrink needs none of
+// this: the follower stays in l.followers, its grant state with it.
+func (r *Replica) keepDeparted(now time.Duration, d departedGrant) {
+	if !d.mayHold(now, r.grantWindow()) {
+		return
 	}
-	return f.granted && now-f.grantSentAt <= r.grantWindow()
+	for i := range r.leader.departed {
+		if o := &r.leader.departed[i]; o.region == d.region {
+			// Keep the worst of both: the older match, the later end.
+			o.match = min(o.match, d.match)
+			o.priorGrantUntil = max(o.priorGrantUntil, d.priorGrantUntil)
+			if d.granted && (!o.granted || d.grantSentAt > o.grantSentAt) {
+				o.granted, o.grantSentAt = true, d.grantSentAt
+			}
+			return
+		}
+	}
+	r.leader.departed = append(r.leader.departed, d)
+}
+
+// rejoin moves the departed grant of reg, if any, back into its follower
+// state f (reg rejoined the replica set): its lag counts from match 0
+// until it answers, and the grant until it ends.
+func (r *Replica) rejoin(f *follower) {
+	l := r.leader
+	for i := range l.departed {
+		if d := &l.departed[i]; d.region == f.region {
+			f.grantState = d.grantState
+			l.departed = slices.Delete(l.departed, i, i+1)
+			return
+		}
+	}
+}
+
+// pruneDeparted forgets departed followers whose grants have surely ended.
+func (r *Replica) pruneDeparted(now time.Duration) {
+	w := r.grantWindow()
+	r.leader.departed = slices.DeleteFunc(r.leader.departed, func(d departedGrant) bool { return !d.mayHold(now, w) })
 }
 
 // grantWindow is how long after a grant left (on this clock) the follower
@@ -329,19 +395,33 @@ func (r *Replica) grantFor(now time.Duration) time.Duration {
 func (r *Replica) lag(now time.Duration) (ops uint64, age time.Duration) {
 	for i := range r.leader.followers {
 		f := &r.leader.followers[i]
-		if !r.boundedFollower(now, f) || f.match >= r.last {
-			continue
+		if r.boundedFollower(now, f) {
+			ops, age = r.lagOf(now, f.match, ops, age)
 		}
-		ops = max(ops, uint64(r.last-f.match))
-		if at, ok := r.assignedAt(f.match + 1); ok {
-			age = max(age, now-at)
-		} else if f.match+1 <= r.tailBase {
-			// Older than the in-memory tail: assume the worst.
-			age = max(age, r.level.StalenessTime)
-		} else {
-			// Assigned by an earlier write region: no later than our promotion.
-			age = max(age, now-r.leaderSince)
+	}
+	w := r.grantWindow()
+	for i := range r.leader.departed {
+		if d := &r.leader.departed[i]; d.mayHold(now, w) {
+			ops, age = r.lagOf(now, d.match, ops, age)
 		}
+	}
+	return ops, age
+}
+
+// lagOf folds the lag of a follower at match into ops and age.
+func (r *Replica) lagOf(now time.Duration, match LSN, ops uint64, age time.Duration) (uint64, time.Duration) {
+	if match >= r.last {
+		return ops, age
+	}
+	ops = max(ops, uint64(r.last-match))
+	if at, ok := r.assignedAt(match + 1); ok {
+		age = max(age, now-at)
+	} else if match+1 <= r.tailBase {
+		// Older than the in-memory tail: assume the worst.
+		age = max(age, r.level.StalenessTime)
+	} else {
+		// Assigned by an earlier write region: no later than our promotion.
+		age = max(age, now-r.leaderSince)
 	}
 	return ops, age
 }
@@ -727,6 +807,7 @@ func (r *Replica) tickLeader(now time.Duration) {
 	if n > 0 {
 		l.pending = append(l.pending[:0], l.pending[n:]...)
 	}
+	r.pruneDeparted(now)
 	if len(l.held) > 0 {
 		r.markDirty()
 	}

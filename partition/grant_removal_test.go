@@ -1,0 +1,117 @@
+package partition
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// A follower learns that it left the write quorum (or the replica set) only
+// by a message of the write region, and the change usually happens because
+// it cannot be reached: until its freshness grant ends it keeps serving
+// bounded-staleness reads. Here c holds a grant of a, is cut off from the
+// write region, and is then dropped by a quorum change; the write region
+// must go on counting c's lag against K until c's grant has surely ended,
+// whatever the change: a shrink of the write quorum, a removal from the
+// replica set (at once or after a shrink), or a graceful promotion whose
+// quorum leaves c out. It then writes again: the cost is a hold of at most
+// T plus the drift margin.
+func TestGrantOutlivesRemoval(t *testing.T) {
+	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
+	window := time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+	ab := []Region{"a", "b"}
+	shrunk := quorum.WriteQuorum{Replicas: testRegions, WriteRegion: "a", Members: ab, MinDurability: 1}
+	removed := quorum.WriteQuorum{Replicas: ab, WriteRegion: "a", Members: ab, MinDurability: 1}
+	setQuorum := func(wq quorum.WriteQuorum) func(t *testing.T, c *Cluster) {
+		return func(t *testing.T, c *Cluster) {
+			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.SetWriteQuorum(now, 7, wq, 0) }))
+		}
+	}
+	tests := []struct {
+		name string
+		// change drops c; the write region is then writer at epoch.
+		change func(t *testing.T, c *Cluster)
+		writer Region
+		epoch  Epoch
+	}{
+		{"write quorum shrinks without c", setQuorum(shrunk), "a", 1},
+		{"c leaves the replica set", setQuorum(removed), "a", 1},
+		{"write quorum shrinks, then c leaves the replica set", func(t *testing.T, c *Cluster) {
+			setQuorum(shrunk)(t, c)
+			c.RunFor(100 * time.Millisecond)
+			setQuorum(removed)(t, c)
+		}, "a", 1},
+		{"c leaves the replica set and rejoins it", func(t *testing.T, c *Cluster) {
+			setQuorum(removed)(t, c)
+			c.RunFor(100 * time.Millisecond)
+			setQuorum(shrunk)(t, c)
+		}, "a", 1},
+		{"graceful promotion to a quorum without c", func(t *testing.T, c *Cluster) {
+			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
+			c.RunFor(50 * time.Millisecond)
+			after := progressOf(t, c, "b", 7).LastLSN
+			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+			require.NoError(t, c.Control("b", func(now time.Duration, h *Host) error {
+				return h.PromoteGraceful(now, 7, 2, after, quorum.WriteQuorum{Replicas: ab, WriteRegion: "b", Members: ab, MinDurability: 1}, 0)
+			}))
+		}, "b", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCluster(t, 5, nil)
+			require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
+			c.RunFor(10 * time.Millisecond)
+			mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+			served := false
+			for i := 0; i < 5 && !served; i++ {
+				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
+				served = rep.Err == nil
+				c.RunFor(100 * time.Millisecond)
+			}
+			require.True(t, served, "c never got a grant from a")
+			// c's region fails as far as the others can tell: it hears
+			// nothing more, and they nothing of it.
+			for _, x := range ab {
+				c.Cut(x, "c")
+				c.Cut("c", x)
+			}
+			changedAt := c.Now()
+			after := progressOf(t, c, tt.writer, 7).LastLSN
+			tt.change(t, c)
+
+			var acked LSN
+			held, servedAfter := 0, 0
+			ref := ClientRef(100)
+			for c.Now() < changedAt+window+time.Second {
+				ref++
+				c.Write(tt.writer, WriteRequest{Partition: 7, Epoch: tt.epoch, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
+				if r, ok := waitReply(t, c, ref, time.Second); ok {
+					if r.Reply.Err == nil {
+						acked = max(acked, r.Reply.Token.LSN)
+					} else {
+						require.ErrorIs(t, r.Reply.Err, ErrStalenessBound)
+						held++
+					}
+				}
+				ref++
+				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: BoundedStaleness})
+				if rep.Err != nil {
+					require.ErrorIs(t, rep.Err, ErrNotFresh)
+					continue
+				}
+				servedAfter++
+				missing := acked - min(acked, rep.Token.LSN)
+				require.LessOrEqual(t, uint64(missing), lvl.StalenessOps,
+					"at %v c served a read at %v missing %d acknowledged ops (%s at %d, changed at %v)",
+					c.Now(), rep.Token, missing, tt.writer, acked, changedAt)
+			}
+			require.Positive(t, servedAfter, "c serves reads on its grant after the change")
+			require.Positive(t, held, "%s holds writes for c", tt.writer)
+			require.Greater(t, uint64(acked), uint64(after)+lvl.StalenessOps, "%s writes again once c's grant has surely ended", tt.writer)
+		})
+	}
+}
