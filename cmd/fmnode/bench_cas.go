@@ -94,10 +94,15 @@ type casResult struct {
 	MeanMs        float64 `json:"mean_ms"`
 	// Mismatches are CAS attempts that found another version (a
 	// conflict-driven retry of the read-modify-write), Errors are
-	// operations that gave up (no quorum, unknown outcome, ...).
+	// operations that failed (no quorum, timeout, ...), GaveUp are
+	// operations that lost every one of their MaxRetries+1 CAS attempts to
+	// other clients of the same key: contention between this bench's own
+	// clients, not a fault (any two clients of one key race, even through
+	// one proposer).
 	Mismatches   uint64  `json:"mismatches"`
 	MismatchRate float64 `json:"mismatch_rate"`
 	Errors       uint64  `json:"errors"`
+	GaveUp       uint64  `json:"gave_up"`
 	// Unknown are operations whose CAS may or may not have committed
 	// (caspaxos.ErrUnknownOutcome: a round that sent the write was then
 	// refused or timed out); they happen under contention between proposers.
@@ -254,6 +259,7 @@ type casWorkload struct {
 	commits    atomic.Uint64
 	mismatches atomic.Uint64
 	errors     atomic.Uint64
+	gaveUp     atomic.Uint64
 	unknown    atomic.Uint64
 	late       atomic.Uint64
 	firstErr   atomic.Pointer[string]
@@ -308,7 +314,7 @@ func (w *casWorkload) op(ctx context.Context, node *transport.ProposerNode, k in
 		return
 	}
 	if w.measuring.Load() {
-		w.errors.Add(1)
+		w.gaveUp.Add(1)
 	}
 }
 
@@ -497,6 +503,7 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 	res.P99Ms, res.P999Ms = ms(w.hist.Quantile(0.99)), ms(w.hist.Quantile(0.999))
 	res.MaxMs, res.MeanMs = ms(w.hist.Max()), ms(w.hist.Mean())
 	res.Mismatches, res.Errors, res.Unknown, res.Late = w.mismatches.Load(), w.errors.Load(), w.unknown.Load(), w.late.Load()
+	res.GaveUp = w.gaveUp.Load()
 	if attempts := res.Commits + res.Mismatches; attempts > 0 {
 		res.MismatchRate = float64(res.Mismatches) / float64(attempts)
 	}
@@ -716,7 +723,8 @@ func printCASResult(w io.Writer, r casResult) {
 	fmt.Fprintf(w, "  commits      %d (%.0f/s)\n", r.Commits, r.CommitsPerSec)
 	fmt.Fprintf(w, "  latency      p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms\n",
 		r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs)
-	fmt.Fprintf(w, "  mismatches   %d (%.2f%% of CAS attempts), errors %d, unknown outcomes %d\n", r.Mismatches, 100*r.MismatchRate, r.Errors, r.Unknown)
+	fmt.Fprintf(w, "  mismatches   %d (%.2f%% of CAS attempts), errors %d, unknown outcomes %d, gave up %d (every retry mismatched)\n",
+		r.Mismatches, 100*r.MismatchRate, r.Errors, r.Unknown, r.GaveUp)
 	fmt.Fprintf(w, "  proposer     %d rounds, %.4f%% NAK, %d timeouts, %d fast-path rounds, %.1f items/message\n",
 		r.Rounds, 100*r.ConflictRate, r.Timeouts, r.FastPathRounds, r.ItemsPerMessage)
 	fmt.Fprintf(w, "  acceptors    %.0f fsyncs/s in total (baseline %.0f/s for one writer), %.1f commits/fsync, %.1f records/batch, apply %.2f ms\n",
