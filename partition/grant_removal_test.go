@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -83,32 +82,7 @@ func TestGrantOutlivesRemoval(t *testing.T) {
 			after := progressOf(t, c, tt.writer, 7).LastLSN
 			tt.change(t, c)
 
-			var acked LSN
-			held, servedAfter := 0, 0
-			ref := ClientRef(100)
-			for c.Now() < changedAt+window+time.Second {
-				ref++
-				c.Write(tt.writer, WriteRequest{Partition: 7, Epoch: tt.epoch, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
-				if r, ok := waitReply(t, c, ref, time.Second); ok {
-					if r.Reply.Err == nil {
-						acked = max(acked, r.Reply.Token.LSN)
-					} else {
-						require.ErrorIs(t, r.Reply.Err, ErrStalenessBound)
-						held++
-					}
-				}
-				ref++
-				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: BoundedStaleness})
-				if rep.Err != nil {
-					require.ErrorIs(t, rep.Err, ErrNotFresh)
-					continue
-				}
-				servedAfter++
-				missing := acked - min(acked, rep.Token.LSN)
-				require.LessOrEqual(t, uint64(missing), lvl.StalenessOps,
-					"at %v c served a read at %v missing %d acknowledged ops (%s at %d, changed at %v)",
-					c.Now(), rep.Token, missing, tt.writer, acked, changedAt)
-			}
+			acked, held, servedAfter := writeReadBounded(t, c, tt.writer, "c", tt.epoch, changedAt, changedAt+window+time.Second, lvl.StalenessOps)
 			require.Positive(t, servedAfter, "c serves reads on its grant after the change")
 			require.Positive(t, held, "%s holds writes for c", tt.writer)
 			require.Greater(t, uint64(acked), uint64(after)+lvl.StalenessOps, "%s writes again once c's grant has surely ended", tt.writer)

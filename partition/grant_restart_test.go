@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -64,32 +63,7 @@ func TestRestartedWriteRegionCountsItsGrants(t *testing.T) {
 				cut()
 			}
 
-			var acked LSN
-			held, servedAfter := 0, 0
-			ref := ClientRef(100)
-			for c.Now() < restartedAt+window+time.Second {
-				ref++
-				c.Write("a", WriteRequest{Partition: 7, Epoch: 1, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
-				if r, ok := waitReply(t, c, ref, time.Second); ok {
-					if r.Reply.Err == nil {
-						acked = max(acked, r.Reply.Token.LSN)
-					} else {
-						require.ErrorIs(t, r.Reply.Err, ErrStalenessBound)
-						held++
-					}
-				}
-				ref++
-				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: BoundedStaleness})
-				if rep.Err != nil {
-					require.ErrorIs(t, rep.Err, ErrNotFresh)
-					continue
-				}
-				servedAfter++
-				missing := acked - min(acked, rep.Token.LSN)
-				require.LessOrEqual(t, uint64(missing), lvl.StalenessOps,
-					"at %v c served a read at %v missing %d acknowledged ops (a at %d, restarted at %v)",
-					c.Now(), rep.Token, missing, acked, restartedAt)
-			}
+			acked, held, servedAfter := writeReadBounded(t, c, "a", "c", 1, restartedAt, restartedAt+window+time.Second, lvl.StalenessOps)
 			require.Equal(t, tt.wantServed, servedAfter > 0, "reads served at c after the restart: %d", servedAfter)
 			require.Equal(t, tt.wantHeld, held > 0, "writes held and rejected: %d", held)
 			require.Greater(t, uint64(acked), lvl.StalenessOps+1, "a must write again once c's grant has surely ended")

@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -86,32 +85,7 @@ func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
 			}
 
 			// Clients write at b and read at c, in turn.
-			var acked LSN
-			held, servedAfter := 0, 0
-			ref := ClientRef(100)
-			for c.Now() < promotedAt+window+time.Second {
-				ref++
-				c.Write("b", WriteRequest{Partition: 7, Epoch: 2, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
-				if r, ok := waitReply(t, c, ref, time.Second); ok {
-					if r.Reply.Err == nil {
-						acked = max(acked, r.Reply.Token.LSN)
-					} else {
-						require.ErrorIs(t, r.Reply.Err, ErrStalenessBound)
-						held++
-					}
-				}
-				ref++
-				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: BoundedStaleness})
-				if rep.Err != nil {
-					require.ErrorIs(t, rep.Err, ErrNotFresh)
-					continue
-				}
-				servedAfter++
-				missing := acked - min(acked, rep.Token.LSN)
-				require.LessOrEqual(t, uint64(missing), lvl.StalenessOps,
-					"at %v c served a read at %v missing %d acknowledged ops (b at %d, promoted at %v)",
-					c.Now(), rep.Token, missing, acked, promotedAt)
-			}
+			acked, held, servedAfter := writeReadBounded(t, c, "b", "c", 2, promotedAt, promotedAt+window+time.Second, lvl.StalenessOps)
 			require.Equal(t, tt.wantServed, servedAfter > 0, "reads served at c after the promotion: %d", servedAfter)
 			require.Equal(t, tt.wantHeld, held > 0, "writes held and rejected: %d", held)
 			require.Greater(t, uint64(acked), uint64(after)+lvl.StalenessOps, "b must write again once c's grant has surely ended")
@@ -202,32 +176,7 @@ func TestTakeoverAfterUnfinishedSwitchover(t *testing.T) {
 		return h.PromoteGraceful(now, 7, 3, after, testQuorum("c", "c"), 0)
 	}))
 
-	var acked LSN
-	held, servedAfter := 0, 0
-	ref := ClientRef(100)
-	for c.Now() < promotedAt+window+time.Second {
-		ref++
-		c.Write("c", WriteRequest{Partition: 7, Epoch: 3, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
-		if r, ok := waitReply(t, c, ref, time.Second); ok {
-			if r.Reply.Err == nil {
-				acked = max(acked, r.Reply.Token.LSN)
-			} else {
-				require.ErrorIs(t, r.Reply.Err, ErrStalenessBound)
-				held++
-			}
-		}
-		ref++
-		rep := mustRead(t, c, "b", ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: BoundedStaleness})
-		if rep.Err != nil {
-			require.ErrorIs(t, rep.Err, ErrNotFresh)
-			continue
-		}
-		servedAfter++
-		missing := acked - min(acked, rep.Token.LSN)
-		require.LessOrEqual(t, uint64(missing), lvl.StalenessOps,
-			"at %v b served a read at %v missing %d acknowledged ops (c at %d, promoted at %v)",
-			c.Now(), rep.Token, missing, acked, promotedAt)
-	}
+	acked, held, servedAfter := writeReadBounded(t, c, "c", "b", 3, promotedAt, promotedAt+window+time.Second, lvl.StalenessOps)
 	require.Positive(t, servedAfter, "b serves reads on a's grant after the takeover")
 	require.Positive(t, held, "c holds writes for b")
 	require.Greater(t, uint64(acked), uint64(after)+lvl.StalenessOps, "c writes again once a's grant has surely ended")
