@@ -264,23 +264,34 @@ func (b *Breakers) Success(p uint32, region string) {
 	delete(b.m, k)
 }
 
+// trackLocked returns k's breaker, adding a closed one if k has none;
+// nil when the bound is reached even after dropping closed breakers (the
+// pair is then not tracked, and keeps the plain windows).
+func (b *Breakers) trackLocked(k breakerKey) *breaker {
+	if br := b.m[k]; br != nil {
+		return br
+	}
+	if len(b.m) >= b.cfg.MaxBreakers {
+		b.dropClosedLocked()
+		if len(b.m) >= b.cfg.MaxBreakers {
+			return nil
+		}
+	}
+	br := &breaker{}
+	b.m[k] = br
+	b.counts[Closed]++
+	return br
+}
+
 // Failure records a failed request: FailureThreshold in a row open the
 // breaker; a failed half-open probe reopens it.
 func (b *Breakers) Failure(p uint32, region string, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := breakerKey{p, region}
-	br := b.m[k]
+	br := b.trackLocked(k)
 	if br == nil {
-		if len(b.m) >= b.cfg.MaxBreakers {
-			b.dropClosedLocked()
-			if len(b.m) >= b.cfg.MaxBreakers {
-				return // bound reached: this pair is not tracked
-			}
-		}
-		br = &breaker{}
-		b.m[k] = br
-		b.counts[Closed]++
+		return // bound reached: this pair is not tracked
 	}
 	openFor := b.openFor(br, now)
 	switch br.state {
@@ -307,17 +318,9 @@ func (b *Breakers) Trip(p uint32, region string, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := breakerKey{p, region}
-	br := b.m[k]
+	br := b.trackLocked(k)
 	if br == nil {
-		if len(b.m) >= b.cfg.MaxBreakers {
-			b.dropClosedLocked()
-			if len(b.m) >= b.cfg.MaxBreakers {
-				return
-			}
-		}
-		br = &breaker{}
-		b.m[k] = br
-		b.counts[Closed]++
+		return // bound reached: this pair is not tracked
 	}
 	b.setState(p, region, br, Open)
 	br.openUntil = later(br.openUntil, now.Add(b.openFor(br, now)))
@@ -342,17 +345,9 @@ func (b *Breakers) Promoted(p uint32, region string, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := breakerKey{p, region}
-	br := b.m[k]
+	br := b.trackLocked(k)
 	if br == nil {
-		if len(b.m) >= b.cfg.MaxBreakers {
-			b.dropClosedLocked()
-			if len(b.m) >= b.cfg.MaxBreakers {
-				return // bound reached: the pair keeps the plain windows
-			}
-		}
-		br = &breaker{}
-		b.m[k] = br
-		b.counts[Closed]++
+		return // bound reached: this pair is not tracked
 	}
 	b.setState(p, region, br, Closed)
 	br.failures, br.trippedAt, br.openUntil, br.probeAt, br.promotedAt = 0, time.Time{}, time.Time{}, time.Time{}, now
