@@ -628,10 +628,28 @@ func (m *Manager) CASDone(now time.Duration, name string, ok bool, err error) {
 	m.markDirty(p)
 }
 
+// PartitionHandle names a hosted partition without its name: a driver
+// that feeds status for thousands of partitions keeps one per partition
+// (Handle) instead of having the manager hash the name on every report.
+// It is valid for the Manager that returned it only; the zero handle
+// names no partition.
+type PartitionHandle struct{ p *partition }
+
+// Handle returns the handle of a hosted partition.
+func (m *Manager) Handle(name string) (PartitionHandle, bool) {
+	p := m.parts[name]
+	return PartitionHandle{p}, p != nil
+}
+
 // UpdateReplica feeds the local replica's status.
 func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus) {
+	m.UpdateReplicaAt(now, PartitionHandle{m.parts[name]}, st)
+}
+
+// UpdateReplicaAt is UpdateReplica for the partition h names.
+func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st ReplicaStatus) {
 	m.now = now
-	p := m.parts[name]
+	p := h.p
 	if p == nil {
 		return
 	}
