@@ -137,6 +137,8 @@ type Manager struct {
 	// runs on every status change, and nothing keeps its evidence after
 	// it returns (Evidence, for callers, builds its own).
 	evBuf []ReplicaEvidence
+	// lagBuf is trackLag's scratch.
+	lagBuf []followerLag
 
 	failedNodes  map[NodeID]bool
 	healthySince map[NodeID]time.Duration
@@ -777,7 +779,9 @@ func (m *Manager) trackLag(now time.Duration, p *partition, st ReplicaStatus) {
 		p.lag = p.lag[:0]
 		return
 	}
-	var next []followerLag
+	// Built in the manager's scratch and copied back into p.lag's own
+	// array: this runs on every status report of a write region.
+	next := m.lagBuf[:0]
 	for _, f := range st.Followers {
 		if f.MatchLSN >= st.LastLSN {
 			continue
@@ -791,7 +795,8 @@ func (m *Manager) trackLag(now time.Duration, p *partition, st ReplicaStatus) {
 		m.setTimer(p, l.since+m.cfg.Failover.GrayStall)
 		next = append(next, l)
 	}
-	p.lag = next
+	m.lagBuf = next[:0]
+	p.lag = append(p.lag[:0], next...)
 }
 
 // stalled reports whether follower r has lagged without progress for
