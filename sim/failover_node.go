@@ -403,7 +403,7 @@ func (n *foNode) flushStatus() {
 		if st.Followers != nil {
 			n.statBuf = st.Followers[:0]
 		}
-		if r := &n.fw.reg[i]; r.have && st.Epoch > r.state.Epoch {
+		if st.Epoch > n.fw.regEpoch[i] { // reg[i].have && st.Epoch > reg[i].state.Epoch
 			// The data plane heard of a newer epoch than this node's
 			// manager: read the register back.
 			n.mgr.RequestRead(p.name)
