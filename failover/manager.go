@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -130,10 +131,14 @@ type Manager struct {
 	self  Node
 	parts map[string]*partition
 	names []string // sorted
+	// sorted holds the partitions in the order of names.
+	sorted []*partition
 	// evBuf backs the evidence of the evaluation running now: evaluate
 	// runs on every status change, and nothing keeps its evidence after
 	// it returns (Evidence, for callers, builds its own).
 	evBuf []ReplicaEvidence
+	// lagBuf is trackLag's scratch.
+	lagBuf []followerLag
 
 	failedNodes  map[NodeID]bool
 	healthySince map[NodeID]time.Duration
@@ -148,9 +153,11 @@ type Manager struct {
 	leaseGen uint64
 	now      time.Duration
 
-	timers  partTimers
-	dirty   []string
-	isDirty map[string]bool
+	timers partTimers
+	// dirty holds the partitions to evaluate (partition.dirty set), in
+	// the order they were marked; evaluateDirty sorts them by name.
+	dirty      []*partition
+	dirtySpare []*partition
 
 	inflightTo map[Region]int // failover proposals in flight by target region
 	// ops counts the register operations with the driver (at most
@@ -277,6 +284,8 @@ type partition struct {
 	pendingSince time.Duration
 	last         Decision
 	timerAt      time.Duration
+	// dirty: the partition is in Manager.dirty.
+	dirty bool
 }
 
 // Manager defaults for the zero ManagerConfig fields.
@@ -327,7 +336,6 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		parts:        make(map[string]*partition),
 		failedNodes:  make(map[NodeID]bool),
 		healthySince: make(map[NodeID]time.Duration),
-		isDirty:      make(map[string]bool),
 		inflightTo:   make(map[Region]int),
 		grayBy:       make(map[NodeID]int),
 		draining:     make(map[Region]string),
@@ -389,6 +397,7 @@ func (m *Manager) AddPartition(pl Placement) error {
 	m.parts[pl.Partition] = p
 	i := sort.SearchStrings(m.names, pl.Partition)
 	m.names = slices.Insert(m.names, i, pl.Partition)
+	m.sorted = slices.Insert(m.sorted, i, p)
 	return nil
 }
 
@@ -418,9 +427,9 @@ func (m *Manager) Tick(now time.Duration) {
 	m.refreshLiveness(now)
 	for len(m.timers) > 0 && m.timers[0].at <= now {
 		t := heap.Pop(&m.timers).(partTimer)
-		if p := m.parts[t.name]; p != nil && p.timerAt == t.at {
+		if p := t.p; p.timerAt == t.at {
 			p.timerAt = 0
-			m.markDirty(t.name)
+			m.markDirty(p)
 		}
 	}
 	m.tickDrains(now)
@@ -432,7 +441,7 @@ func (m *Manager) NextDeadline() time.Duration {
 	next := m.live.NextDeadline()
 	for len(m.timers) > 0 {
 		t := m.timers[0]
-		if p := m.parts[t.name]; p != nil && p.timerAt == t.at {
+		if t.p.timerAt == t.at {
 			return min(next, t.at)
 		}
 		heap.Pop(&m.timers)
@@ -474,16 +483,16 @@ func (m *Manager) refreshLiveness(now time.Duration) {
 		}
 	}
 	if changed {
-		for _, name := range m.names {
-			m.markDirty(name)
+		for _, p := range m.sorted {
+			m.markDirty(p)
 		}
 	}
 }
 
-func (m *Manager) markDirty(name string) {
-	if !m.isDirty[name] {
-		m.isDirty[name] = true
-		m.dirty = append(m.dirty, name)
+func (m *Manager) markDirty(p *partition) {
+	if !p.dirty {
+		p.dirty = true
+		m.dirty = append(m.dirty, p)
 	}
 }
 
@@ -492,7 +501,7 @@ func (m *Manager) setTimer(p *partition, at time.Duration) {
 		return
 	}
 	p.timerAt = at
-	heap.Push(&m.timers, partTimer{at: at, name: p.name})
+	heap.Push(&m.timers, partTimer{at: at, p: p})
 }
 
 // ObserveState feeds a committed register value (from a watch, a read or a
@@ -517,7 +526,7 @@ func (m *Manager) ObserveState(now time.Duration, name string, version uint64, s
 		}
 	}
 	m.pruneGrow(now, p)
-	m.markDirty(name)
+	m.markDirty(p)
 	m.reconcile(p)
 }
 
@@ -618,13 +627,31 @@ func (m *Manager) CASDone(now time.Duration, name string, ok bool, err error) {
 		// the conflict's own value then is no newer than it.
 		p.stale = !p.have || p.version <= p.inflightV
 	}
-	m.markDirty(name)
+	m.markDirty(p)
+}
+
+// PartitionHandle names a hosted partition without its name: a driver
+// that feeds status for thousands of partitions keeps one per partition
+// (Handle) instead of having the manager hash the name on every report.
+// It is valid for the Manager that returned it only; the zero handle
+// names no partition.
+type PartitionHandle struct{ p *partition }
+
+// Handle returns the handle of a hosted partition.
+func (m *Manager) Handle(name string) (PartitionHandle, bool) {
+	p := m.parts[name]
+	return PartitionHandle{p}, p != nil
 }
 
 // UpdateReplica feeds the local replica's status.
 func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus) {
+	m.UpdateReplicaAt(now, PartitionHandle{m.parts[name]}, st)
+}
+
+// UpdateReplicaAt is UpdateReplica for the partition h names.
+func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st ReplicaStatus) {
 	m.now = now
-	p := m.parts[name]
+	p := h.p
 	if p == nil {
 		return
 	}
@@ -646,7 +673,7 @@ func (m *Manager) UpdateReplica(now time.Duration, name string, st ReplicaStatus
 	}
 	p.local, p.hasLocal = st, true
 	if changed {
-		m.markDirty(name)
+		m.markDirty(p)
 		m.reconcile(p)
 	}
 }
@@ -687,7 +714,7 @@ func (m *Manager) SetGray(now time.Duration, name, why string) {
 	if p := m.parts[name]; p != nil && p.gray != why {
 		p.gray, p.grayOp = why, why != ""
 		m.syncGray(now, p)
-		m.markDirty(name)
+		m.markDirty(p)
 	}
 }
 
@@ -738,7 +765,7 @@ func (m *Manager) checkGray(now time.Duration, p *partition) {
 	m.event(p.name, DecideFailover, "gray failure of "+string(p.state.WriteRegion)+": "+p.gray+
 		"; withholding its lease until a quorum of observers agrees")
 	m.syncGray(now, p)
-	m.markDirty(p.name)
+	m.markDirty(p)
 }
 
 // trackLag keeps, on the write region, since when each follower's match
@@ -752,7 +779,9 @@ func (m *Manager) trackLag(now time.Duration, p *partition, st ReplicaStatus) {
 		p.lag = p.lag[:0]
 		return
 	}
-	var next []followerLag
+	// Built in the manager's scratch and copied back into p.lag's own
+	// array: this runs on every status report of a write region.
+	next := m.lagBuf[:0]
 	for _, f := range st.Followers {
 		if f.MatchLSN >= st.LastLSN {
 			continue
@@ -766,7 +795,8 @@ func (m *Manager) trackLag(now time.Duration, p *partition, st ReplicaStatus) {
 		m.setTimer(p, l.since+m.cfg.Failover.GrayStall)
 		next = append(next, l)
 	}
-	p.lag = next
+	m.lagBuf = next[:0]
+	p.lag = append(p.lag[:0], next...)
 }
 
 // stalled reports whether follower r has lagged without progress for
@@ -802,7 +832,7 @@ func (m *Manager) clearGray(p *partition) {
 	p.grayErrs = 0
 	if p.gray != "" && !p.grayOp {
 		p.gray = ""
-		m.markDirty(p.name)
+		m.markDirty(p)
 	}
 	m.syncGray(m.now, p)
 }
@@ -834,8 +864,8 @@ func (m *Manager) syncGray(now time.Duration, p *partition) {
 // SetGlobalPause suppresses (or resumes) automatic failover everywhere.
 func (m *Manager) SetGlobalPause(paused bool, reason string) {
 	m.paused, m.pauseWhy = paused, reason
-	for _, name := range m.names {
-		m.markDirty(name)
+	for _, p := range m.sorted {
+		m.markDirty(p)
 	}
 }
 
@@ -954,15 +984,16 @@ func (m *Manager) evaluateDirty(now time.Duration) {
 		m.admit(now)
 		return
 	}
-	names := m.dirty
-	m.dirty = nil
-	slices.Sort(names)
-	for _, name := range names {
-		delete(m.isDirty, name)
-		if p := m.parts[name]; p != nil {
-			m.evaluate(now, p)
-		}
+	// Double-buffered: partitions marked while these are evaluated go to
+	// the other slice, and neither is reallocated per round.
+	ps := m.dirty
+	m.dirty, m.dirtySpare = m.dirtySpare[:0], nil
+	slices.SortFunc(ps, func(a, b *partition) int { return strings.Compare(a.name, b.name) })
+	for _, p := range ps {
+		p.dirty = false
+		m.evaluate(now, p)
 	}
+	m.dirtySpare = ps[:0]
 	m.admit(now)
 }
 
@@ -1359,8 +1390,8 @@ func (m *Manager) Ready() ManagerReady {
 }
 
 type partTimer struct {
-	at   time.Duration
-	name string
+	at time.Duration
+	p  *partition
 }
 
 type partTimers []partTimer
@@ -1370,7 +1401,7 @@ func (h partTimers) Less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
-	return h[i].name < h[j].name
+	return h[i].p.name < h[j].p.name
 }
 func (h partTimers) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *partTimers) Push(x any)   { *h = append(*h, x.(partTimer)) }
@@ -1471,7 +1502,7 @@ func (m *Manager) Create(name string, s State) error {
 	}
 	c := s.Clone()
 	p.create = &c
-	m.markDirty(name)
+	m.markDirty(p)
 	return nil
 }
 
@@ -1482,7 +1513,7 @@ func (m *Manager) Create(name string, s State) error {
 func (m *Manager) RequestRead(name string) {
 	if p := m.parts[name]; p != nil && !p.readWant {
 		p.readWant = true
-		m.markDirty(name)
+		m.markDirty(p)
 	}
 }
 
@@ -1510,7 +1541,7 @@ func (m *Manager) ReadDone(now time.Duration, name string, err error) {
 		m.event(name, DecideNone, "read failed: "+err.Error())
 		p.readWant, p.readRetryAt = true, now+m.cfg.Failover.ProposeStagger
 	}
-	m.markDirty(name)
+	m.markDirty(p)
 }
 
 // waitQueue is a heap of the partitions waiting for a slot, by class then

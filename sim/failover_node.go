@@ -59,6 +59,9 @@ type foNode struct {
 	progBuf []partition.FollowerProgress
 	statBuf []failover.FollowerStatus
 	isDirty []bool // by partition index: one byte each, where a map cost tens
+	// handles are the manager's handles of the hosted partitions, by
+	// partition index (zero: not hosted): status reports hash no name.
+	handles []failover.PartitionHandle
 	// inflightCAS is the proposal each partition has at this node's proposer.
 	inflightCAS map[int]failover.Proposal
 	pumping     bool
@@ -90,6 +93,7 @@ func (n *foNode) boot(first bool) error {
 	n.mgr, n.host = mgr, h
 	n.fed = true
 	n.isDirty = make([]bool, len(fw.parts))
+	n.handles = make([]failover.PartitionHandle, len(fw.parts))
 	n.dirty, n.inflight, n.inflightHead, n.lease = nil, nil, 0, 0
 	clear(n.inflightCAS)
 	n.diskFree = fw.now()
@@ -109,6 +113,7 @@ func (n *foNode) boot(first bool) error {
 		if err := mgr.AddPartition(failover.Placement{Partition: p.name, Replicas: p.replicas}); err != nil {
 			return fmt.Errorf("sim: node %d: %w", n.idx, err)
 		}
+		n.handles[i], _ = mgr.Handle(p.name)
 		if first {
 			wq := quorum.WriteQuorum{Replicas: sortedRegions(p.replicas), WriteRegion: p.initial, Members: sortedRegions(p.replicas), MinDurability: fw.spec.minDurability}
 			spec := partition.Spec{Level: partition.Level{Consistency: partition.Strong}, Quorum: wq, Epoch: 1}
@@ -398,12 +403,12 @@ func (n *foNode) flushStatus() {
 		if st.Followers != nil {
 			n.statBuf = st.Followers[:0]
 		}
-		if r := &n.fw.reg[i]; r.have && st.Epoch > r.state.Epoch {
+		if st.Epoch > n.fw.regEpoch[i] { // reg[i].have && st.Epoch > reg[i].state.Epoch
 			// The data plane heard of a newer epoch than this node's
 			// manager: read the register back.
 			n.mgr.RequestRead(p.name)
 		}
-		n.mgr.UpdateReplica(now, p.name, st)
+		n.mgr.UpdateReplicaAt(now, n.handles[i], st)
 		n.fed = true
 	}
 }

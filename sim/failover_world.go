@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -97,6 +98,10 @@ type foWorld struct {
 	// partitions with one.
 	reg   []foReg
 	known int
+	// regEpoch is reg[i].state.Epoch, or above every epoch while reg[i]
+	// has none: every status report compares against it (flushStatus),
+	// and reading it from reg cost a cache miss per report.
+	regEpoch []failover.Epoch
 	// convergeCursor is where converged starts looking.
 	convergeCursor int
 	// promoted records which region was promoted at each (partition,
@@ -246,6 +251,10 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 		return nil, err
 	}
 	fw.reg = make([]foReg, len(fw.parts))
+	fw.regEpoch = make([]failover.Epoch, len(fw.parts))
+	for i := range fw.regEpoch {
+		fw.regEpoch[i] = math.MaxUint64
+	}
 	fw.m.init(len(fw.parts))
 	var fnodes []failover.Node
 	for i, r := range nodeRegion {
@@ -386,6 +395,7 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, at time.Dura
 		fw.known++
 	}
 	r.have, r.version, r.state = true, version, s
+	fw.regEpoch[i] = s.Epoch
 	if fw.dns != nil {
 		fw.dns.committed(i, version, s)
 	}
