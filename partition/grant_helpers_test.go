@@ -8,6 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// grantTestLevel is the grant tests' bounded-staleness level (K = 20 ops,
+// T = 2 s, writes held 300 ms before ErrStalenessBound) and the window
+// after which any grant has surely ended (T plus the drift margin).
+func grantTestLevel() (Level, time.Duration) {
+	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
+	return lvl, time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+}
+
 // writeReadBounded is the grant tests' client: until until, it writes at
 // writer (epoch) and reads at reader with bounded staleness, in turn. A
 // write may be held and rejected (ErrStalenessBound) and a read refused

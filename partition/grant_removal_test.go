@@ -20,8 +20,7 @@ import (
 // quorum leaves c out. It then writes again: the cost is a hold of at most
 // T plus the drift margin.
 func TestGrantOutlivesRemoval(t *testing.T) {
-	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
-	window := time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+	lvl, window := grantTestLevel()
 	ab := []Region{"a", "b"}
 	shrunk := quorum.WriteQuorum{Replicas: testRegions, WriteRegion: "a", Members: ab, MinDurability: 1}
 	removed := quorum.WriteQuorum{Replicas: ab, WriteRegion: "a", Members: ab, MinDurability: 1}

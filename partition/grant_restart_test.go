@@ -16,8 +16,7 @@ import (
 // that may hold its grant until it answers or T passes, a writes more than
 // K ops while c still serves bounded reads on the grant.
 func TestRestartedWriteRegionCountsItsGrants(t *testing.T) {
-	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
-	window := time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+	lvl, window := grantTestLevel()
 	tests := []struct {
 		name string
 		// cut: c and a stop hearing each other before the restart

@@ -18,8 +18,7 @@ import (
 // takeover, which waits for a's lease (and so for a's grants), pays
 // nothing.
 func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
-	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
-	window := time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+	lvl, window := grantTestLevel()
 	tests := []struct {
 		name     string
 		graceful bool
@@ -97,7 +96,7 @@ func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
 // the new write region out of reach) drops every grant of the older one at
 // once: the old write region's promise no longer covers the partition.
 func TestNewerEpochDropsFreshnessGrant(t *testing.T) {
-	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
+	lvl, _ := grantTestLevel()
 	tests := []struct {
 		name  string
 		learn func(t *testing.T, c *Cluster)
@@ -150,8 +149,7 @@ func TestNewerEpochDropsFreshnessGrant(t *testing.T) {
 // over at epoch 3 right away (a takeover right after a switchover
 // promotes gracefully). c must count b's lag until a's grant has ended.
 func TestTakeoverAfterUnfinishedSwitchover(t *testing.T) {
-	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
-	window := time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+	lvl, window := grantTestLevel()
 	c := newTestCluster(t, 5, nil)
 	require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
 	c.RunFor(10 * time.Millisecond)
