@@ -16,6 +16,25 @@ func grantTestLevel() (Level, time.Duration) {
 	return lvl, time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
 }
 
+// grantedCluster is the grant tests' start: a 3-region cluster with
+// partition 7 at lvl, written once at a (epoch 1), whose follower holder
+// has then served a bounded-staleness read, so it holds a grant of a.
+func grantedCluster(t *testing.T, lvl Level, holder Region) *Cluster {
+	t.Helper()
+	c := newTestCluster(t, 5, nil)
+	require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
+	c.RunFor(10 * time.Millisecond)
+	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+	served := false
+	for i := 0; i < 5 && !served; i++ {
+		rep := mustRead(t, c, holder, ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
+		served = rep.Err == nil
+		c.RunFor(100 * time.Millisecond)
+	}
+	require.True(t, served, "%s never got a grant from a", holder)
+	return c
+}
+
 // writeReadBounded is the grant tests' client: until until, it writes at
 // writer (epoch) and reads at reader with bounded staleness, in turn. A
 // write may be held and rejected (ErrStalenessBound) and a read refused

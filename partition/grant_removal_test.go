@@ -60,17 +60,7 @@ func TestGrantOutlivesRemoval(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newTestCluster(t, 5, nil)
-			require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
-			c.RunFor(10 * time.Millisecond)
-			mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
-			served := false
-			for i := 0; i < 5 && !served; i++ {
-				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
-				served = rep.Err == nil
-				c.RunFor(100 * time.Millisecond)
-			}
-			require.True(t, served, "c never got a grant from a")
+			c := grantedCluster(t, lvl, "c")
 			// c's region fails as far as the others can tell: it hears
 			// nothing more, and they nothing of it.
 			for _, x := range ab {

@@ -42,17 +42,7 @@ func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newTestCluster(t, 5, nil)
-			require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
-			c.RunFor(10 * time.Millisecond)
-			mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
-			served := false
-			for i := 0; i < 5 && !served; i++ {
-				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
-				served = rep.Err == nil
-				c.RunFor(100 * time.Millisecond)
-			}
-			require.True(t, served, "c never got a grant from a")
+			c := grantedCluster(t, lvl, "c")
 
 			// a pauses; b holds every LSN and becomes the write region of
 			// epoch 2, alone in its commit rule.
@@ -118,17 +108,7 @@ func TestNewerEpochDropsFreshnessGrant(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newTestCluster(t, 5, nil)
-			require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
-			c.RunFor(10 * time.Millisecond)
-			mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
-			served := false
-			for i := 0; i < 5 && !served; i++ {
-				rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
-				served = rep.Err == nil
-				c.RunFor(100 * time.Millisecond)
-			}
-			require.True(t, served, "c never got a grant from a")
+			c := grantedCluster(t, lvl, "c")
 			c.Cut("b", "c")
 			c.Cut("c", "b")
 			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
@@ -150,17 +130,7 @@ func TestNewerEpochDropsFreshnessGrant(t *testing.T) {
 // promotes gracefully). c must count b's lag until a's grant has ended.
 func TestTakeoverAfterUnfinishedSwitchover(t *testing.T) {
 	lvl, window := grantTestLevel()
-	c := newTestCluster(t, 5, nil)
-	require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
-	c.RunFor(10 * time.Millisecond)
-	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
-	served := false
-	for i := 0; i < 5 && !served; i++ {
-		rep := mustRead(t, c, "b", ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
-		served = rep.Err == nil
-		c.RunFor(100 * time.Millisecond)
-	}
-	require.True(t, served, "b never got a grant from a")
+	c := grantedCluster(t, lvl, "b")
 	require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
 	c.RunFor(50 * time.Millisecond)
 	c.Isolate("b")
