@@ -444,19 +444,10 @@ func TestOperationQuickProbesAreBounded(t *testing.T) {
 		op := r.Begin(1, Request{Write: true})
 		for steps := 0; ; steps++ {
 			require.Less(t, steps, 100, "an operation's steps are bounded")
-			d := op.Next(now)
-			if d.Action == ActResolve {
-				e, _ := r.Cache().Get(1)
-				d = op.Resolved(now, e, nil)
-			}
-			if d.Action == ActWait {
-				now = now.Add(d.Wait)
-				continue
-			}
-			if d.Action == ActDone {
+			var d Decision
+			if d, now = nextSend(t, r, &op, now); d.Action == ActDone {
 				break
 			}
-			require.Equal(t, ActSend, d.Action)
 			sends++
 			var v Verdict
 			if d.Region == "eastus" {
@@ -666,6 +657,27 @@ func TestRouterCutOffFromTheNewWriteRegion(t *testing.T) {
 	}
 }
 
+// nextSend steps op (of partition 1) to its next attempt: it resolves
+// from r's cache and waits as told, and returns the send (or the end of
+// the operation) and the time then.
+func nextSend(t *testing.T, r *Router, op *Operation, now time.Time) (Decision, time.Time) {
+	t.Helper()
+	for range 1000 {
+		d := op.Next(now)
+		if d.Action == ActResolve {
+			e, _ := r.Cache().Get(1)
+			d = op.Resolved(now, e, nil)
+		}
+		if d.Action != ActWait {
+			require.Contains(t, []Action{ActSend, ActDone}, d.Action)
+			return d, now
+		}
+		now = now.Add(d.Wait)
+	}
+	require.FailNow(t, "an operation waits forever")
+	return Decision{}, now
+}
+
 // cutOffReturn is how long after the heal (at healAt) the client's
 // write lands.
 func cutOffReturn(t *testing.T, promotedFor, healAt time.Duration) time.Duration {
@@ -678,16 +690,8 @@ func cutOffReturn(t *testing.T, promotedFor, healAt time.Duration) time.Duration
 		require.Less(t, steps, 1000)
 		op := r.Begin(1, Request{Write: true})
 		for landed.IsZero() {
-			d := op.Next(now)
-			if d.Action == ActResolve {
-				e, _ := r.Cache().Get(1)
-				d = op.Resolved(now, e, nil)
-			}
-			if d.Action == ActWait {
-				now = now.Add(d.Wait)
-				continue
-			}
-			if d.Action == ActDone {
+			var d Decision
+			if d, now = nextSend(t, r, &op, now); d.Action == ActDone {
 				break
 			}
 			var v Verdict
