@@ -87,15 +87,7 @@ func TestGrowNeverLosesAcknowledgedWrite(t *testing.T) {
 					st.LastLSN = model.match["north"]
 				}
 			}
-			for _, n := range h.nodes {
-				st := h.replicas[n.ID][name]
-				if n.ID == 1 {
-					st.WriteQuorum = s.WriteQuorum.Members
-				}
-				h.refresh(n.ID, name, st)
-				h.mgrs[n.ID].UpdateReplica(h.now, name, *st)
-				h.mgrs[n.ID].ObserveState(h.now, name, v, s)
-			}
+			h.installShrunk(name, v, s)
 			// Run until east proposes the Grow.
 			var grow *Proposal
 			for i := 0; i < 100 && grow == nil; i++ {
@@ -155,15 +147,7 @@ func TestManagerRecordsSuppressedGrow(t *testing.T) {
 			*st = StatusFromProgress(model.progress("east", st.Epoch, st.WriteQuorum, s.WriteQuorum.Replicas), "east")
 		}
 	}
-	for _, nd := range h.nodes {
-		st := h.replicas[nd.ID][name]
-		if nd.ID == 1 {
-			st.WriteQuorum = s.WriteQuorum.Members
-		}
-		h.refresh(nd.ID, name, st)
-		h.mgrs[nd.ID].UpdateReplica(h.now, name, *st)
-		h.mgrs[nd.ID].ObserveState(h.now, name, v, s)
-	}
+	h.installShrunk(name, v, s)
 	for h.now < hold-time.Second {
 		h.step(100 * time.Millisecond)
 	}
@@ -219,15 +203,7 @@ func TestGrowMembersHoldEveryAcknowledgedWrite(t *testing.T) {
 					st.LastLSN = model.match["north"]
 				}
 			}
-			for _, nd := range h.nodes {
-				st := h.replicas[nd.ID][name]
-				if nd.ID == 1 {
-					st.WriteQuorum = s.WriteQuorum.Members
-				}
-				h.refresh(nd.ID, name, st)
-				h.mgrs[nd.ID].UpdateReplica(h.now, name, *st)
-				h.mgrs[nd.ID].ObserveState(h.now, name, v, s)
-			}
+			h.installShrunk(name, v, s)
 			stalled := map[Region]bool{}
 			for i := 0; i < 400; i++ {
 				// The data plane: writes arrive; replication delivers to
@@ -266,4 +242,19 @@ func TestGrowMembersHoldEveryAcknowledgedWrite(t *testing.T) {
 		})
 	}
 	assert.Greater(t, grows, 10, "regions did grow back")
+}
+
+// installShrunk gives every node the register value s (version v) with
+// its write quorum shrunk, and a status from h.refresh in which node 1,
+// the write region, already counts only the members in its commit rule.
+func (h *mgrHarness) installShrunk(name string, v uint64, s State) {
+	for _, nd := range h.nodes {
+		st := h.replicas[nd.ID][name]
+		if nd.ID == 1 {
+			st.WriteQuorum = s.WriteQuorum.Members
+		}
+		h.refresh(nd.ID, name, st)
+		h.mgrs[nd.ID].UpdateReplica(h.now, name, *st)
+		h.mgrs[nd.ID].ObserveState(h.now, name, v, s)
+	}
 }
