@@ -82,13 +82,7 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 		res := fw.finish(cfg, profName, s.Name())
 		return res, r, nil
 	}
-	fw.startClients()
-	e.mark("steady")
-	settle := 2 * (prof.HeartbeatInterval + prof.LeaseDuration)
-	e.run(e.w.Now() + min(settle, warm/2))
-	fw.m.steadyOn, fw.m.steadyFrom = true, e.w.Now()
-	e.run(e.w.Now() + warm - min(settle, warm/2))
-	fw.m.steadyOn, fw.m.steadyTo = false, e.w.Now()
+	fw.warmUp(prof, warm)
 
 	e.mark("safety")
 	s.inject(r)

@@ -171,15 +171,7 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 		e.viol.add(e.w.Now(), ViolationLiveness, "registers not initialised within a minute")
 		return fw.finish(cfg, profName, s.name), d, nil
 	}
-	fw.startClients()
-	e.mark("steady")
-	// Leases and views settle within a heartbeat round or two; the
-	// steady window starts after that and ends at the outage.
-	settle := 2 * (prof.HeartbeatInterval + prof.LeaseDuration)
-	e.run(e.w.Now() + min(settle, warm/2))
-	fw.m.steadyOn, fw.m.steadyFrom = true, e.w.Now()
-	e.run(e.w.Now() + warm - min(settle, warm/2))
-	fw.m.steadyOn, fw.m.steadyTo = false, e.w.Now()
+	fw.warmUp(prof, warm)
 
 	e.mark("safety")
 	d.faultStart(s.fault)
@@ -570,4 +562,19 @@ func foRunParams(cfg Config, defProfile string) (profName string, prof failover.
 		warm = cfg.Duration
 	}
 	return profName, prof, parts, outage, warm, nil
+}
+
+// warmUp starts the clients and runs the steady phase for warm: leases and
+// views settle within a heartbeat round or two, then the steady window
+// (where register writes are counted as steady-state ones) runs to the end
+// of warm, where the fault starts.
+func (fw *foWorld) warmUp(prof failover.Config, warm time.Duration) {
+	e := fw.e
+	fw.startClients()
+	e.mark("steady")
+	settle := 2 * (prof.HeartbeatInterval + prof.LeaseDuration)
+	e.run(e.w.Now() + min(settle, warm/2))
+	fw.m.steadyOn, fw.m.steadyFrom = true, e.w.Now()
+	e.run(e.w.Now() + warm - min(settle, warm/2))
+	fw.m.steadyOn, fw.m.steadyTo = false, e.w.Now()
 }
