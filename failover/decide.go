@@ -234,18 +234,17 @@ func suppressedBy(cfg Config, s State, now time.Duration) (string, time.Duration
 }
 
 func recentShrinks(cfg Config, f QuorumFlap, now time.Duration) int {
-	n := 0
-	for _, t := range f.Shrinks {
-		if now-t <= cfg.FlapWindow {
-			n++
-		}
-	}
-	return n
+	return withinFlapWindow(cfg, f.Shrinks, now)
 }
 
 func recentFailovers(cfg Config, s State, now time.Duration) int {
+	return withinFlapWindow(cfg, s.Failovers, now)
+}
+
+// withinFlapWindow counts the times at most FlapWindow before now.
+func withinFlapWindow(cfg Config, times []time.Duration, now time.Duration) int {
 	n := 0
-	for _, t := range s.Failovers {
+	for _, t := range times {
 		if now-t <= cfg.FlapWindow {
 			n++
 		}
