@@ -20,6 +20,13 @@ type Config struct {
 	// HeartbeatInterval is how often a node tells every other node it is
 	// alive. Heartbeats are per node, never per partition.
 	HeartbeatInterval time.Duration
+	// SuspectProbeInterval is how often, between heartbeat rounds, a node
+	// sends a heartbeat to each node it suspects: a node that comes back
+	// (a healed link, a restart) is noticed within it rather than at its
+	// next round. The write regions stop probing replicas on a suspected
+	// node (partition.Host.SetReachable) and count on this one probe per
+	// node, never per partition.
+	SuspectProbeInterval time.Duration
 	// LeaseDuration is how long a node may act as write region after a
 	// heartbeat round that a majority of regions acknowledged.
 	LeaseDuration time.Duration
@@ -78,6 +85,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		HeartbeatInterval:      30 * time.Second,
+		SuspectProbeInterval:   2 * time.Second,
 		LeaseDuration:          45 * time.Second,
 		MaxClockDrift:          2 * time.Second,
 		GracefulTimeout:        60 * time.Second,
@@ -102,6 +110,7 @@ func DefaultConfig() Config {
 func FastConfig() Config {
 	c := DefaultConfig()
 	c.HeartbeatInterval = 500 * time.Millisecond
+	c.SuspectProbeInterval = 500 * time.Millisecond
 	c.LeaseDuration = 2 * time.Second
 	c.MaxClockDrift = 250 * time.Millisecond
 	c.ProposeStagger = 250 * time.Millisecond
@@ -132,6 +141,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.HeartbeatInterval <= 0:
 		return configErr("HeartbeatInterval", "must be positive, got %v", c.HeartbeatInterval)
+	case c.SuspectProbeInterval <= 0 || c.SuspectProbeInterval > c.HeartbeatInterval:
+		return configErr("SuspectProbeInterval", "%v must be positive and at most HeartbeatInterval %v", c.SuspectProbeInterval, c.HeartbeatInterval)
 	case c.MaxClockDrift < 0:
 		return configErr("MaxClockDrift", "must not be negative, got %v", c.MaxClockDrift)
 	case c.LeaseDuration <= c.HeartbeatInterval+c.MaxClockDrift:

@@ -347,6 +347,11 @@ func TestConfigValidation(t *testing.T) {
 	c = DefaultConfig()
 	c.HistoryLen = MaxHistory + 1
 	assert.ErrorContains(t, c.Validate(), "HistoryLen")
+	for _, probe := range []time.Duration{0, c.HeartbeatInterval + 1} {
+		c = DefaultConfig()
+		c.SuspectProbeInterval = probe
+		assert.ErrorContains(t, c.Validate(), "SuspectProbeInterval")
+	}
 	_, err = Profile("turbo")
 	assert.ErrorIs(t, err, ErrInvalidConfig)
 	fc, err := Profile("fast")

@@ -31,7 +31,11 @@ const (
 	KindHeartbeatAck
 	// KindView carries a changed suspicion set at once, so that a quorum
 	// of observers agrees without waiting for the next heartbeat round.
+	// It also answers a probe.
 	KindView
+	// KindProbe asks a node the sender suspects to answer with its view
+	// (see Config.SuspectProbeInterval). It carries no view of its own.
+	KindProbe
 )
 
 // Heartbeat is the only liveness traffic: per node pair, never per
@@ -115,6 +119,9 @@ type Liveness struct {
 	lastAssert []time.Duration
 	suspects   []NodeID // own view
 	viewSeq    uint64
+	// nextProbe: when the suspects are next sent a heartbeat between
+	// rounds (probeSuspects).
+	nextProbe time.Duration
 
 	// Gray: localGray[i] is this node's own gray verdict on node i;
 	// grayViews and heldViews are each node's last Gray and Withheld lists;
@@ -267,20 +274,47 @@ func (l *Liveness) Tick(now time.Duration) {
 		l.checkRound(now, &l.rounds[len(l.rounds)-1])
 		l.refresh(now)
 		l.broadcast(now, KindHeartbeat)
+		l.nextProbe = now + l.cfg.SuspectProbeInterval // the round reached the suspects too
 		return
 	}
 	if l.refresh(now) {
 		l.broadcast(now, KindView)
+	}
+	if len(l.suspects) > 0 && now >= l.nextProbe {
+		l.probeSuspects(now)
+	}
+}
+
+// probeSuspects sends each suspected node a probe between heartbeat
+// rounds: if it is back, its answer (its view) ends the suspicion within
+// SuspectProbeInterval on both sides, instead of at the next rounds. A
+// probe carries no view, so it is never a vote and never extends the
+// withholding of acks from the suspect (lastAssert).
+func (l *Liveness) probeSuspects(now time.Duration) {
+	l.nextProbe = now + l.cfg.SuspectProbeInterval
+	for _, s := range l.suspects {
+		l.out = append(l.out, Heartbeat{Kind: KindProbe, From: l.self.ID, To: s, SentAt: now})
 	}
 }
 
 func (l *Liveness) broadcast(now time.Duration, kind HeartbeatKind) {
 	for _, n := range l.nodes {
 		if n.ID != l.self.ID {
-			l.out = append(l.out, Heartbeat{Kind: kind, From: l.self.ID, To: n.ID, Seq: l.seq,
-				Suspects: l.suspects, ViewSeq: l.viewSeq, SentAt: now, Gray: l.claims, Withheld: l.held})
+			l.out = append(l.out, l.viewMsg(now, kind, n.ID))
 		}
 	}
+	l.asserted(now)
+}
+
+// viewMsg is a message of the given kind carrying this node's view.
+func (l *Liveness) viewMsg(now time.Duration, kind HeartbeatKind, to NodeID) Heartbeat {
+	return Heartbeat{Kind: kind, From: l.self.ID, To: to, Seq: l.seq,
+		Suspects: l.suspects, ViewSeq: l.viewSeq, SentAt: now, Gray: l.claims, Withheld: l.held}
+}
+
+// asserted records that a message carrying the view left now: its
+// suspicions and withheld acks are votes from now on.
+func (l *Liveness) asserted(now time.Duration) {
 	for _, s := range l.suspects {
 		l.lastAssert[l.index[s]] = now
 	}
@@ -328,6 +362,9 @@ func (l *Liveness) grayClaimed(i int, now time.Duration) bool {
 // NextDeadline is when Tick next has work: a heartbeat or a suspicion.
 func (l *Liveness) NextDeadline() time.Duration {
 	next := l.nextBeat
+	if len(l.suspects) > 0 {
+		next = min(next, l.nextProbe)
+	}
 	for i, n := range l.nodes {
 		if l.withholding[i] && !slices.Contains(l.held, n.ID) {
 			if at := l.withholdSince[i] + l.cfg.TakeoverDelay(); at < next {
@@ -384,6 +421,7 @@ func (l *Liveness) Step(now time.Duration, m Heartbeat) error {
 	l.start(now)
 	l.lastHeard[i] = now
 	l.heardAny[i] = true
+	answer := false
 	switch m.Kind {
 	case KindHeartbeat:
 		l.setView(i, m)
@@ -398,6 +436,8 @@ func (l *Liveness) Step(now time.Duration, m Heartbeat) error {
 		}
 	case KindView:
 		l.setView(i, m)
+	case KindProbe:
+		answer = true
 	case KindHeartbeatAck:
 		for k := range l.rounds {
 			rd := &l.rounds[k]
@@ -410,7 +450,12 @@ func (l *Liveness) Step(now time.Duration, m Heartbeat) error {
 		return fmt.Errorf("failover: unknown liveness message kind %d", m.Kind)
 	}
 	if l.refresh(now) {
-		l.broadcast(now, KindView)
+		l.broadcast(now, KindView) // reaches the prober too
+	} else if answer {
+		// A prober suspects us: our view (refreshed above, so without a
+		// suspicion of the prober we may have had) tells it we are back.
+		l.out = append(l.out, l.viewMsg(now, KindView, m.From))
+		l.asserted(now)
 	}
 	return nil
 }
@@ -523,6 +568,11 @@ func (l *Liveness) verdict(n NodeID, now time.Duration) verdict {
 	needed := (len(l.regions)-1)/2 + 1
 	return verdict{failed: obs > 0 && votes >= obs/2+1 && len(voted) >= needed, regions: len(voted), needed: needed, gray: gray}
 }
+
+// ViewSeq counts the changes of this node's view (suspects, gray claims,
+// withheld acks): a driver that mirrors the view elsewhere rechecks it
+// only when ViewSeq moved.
+func (l *Liveness) ViewSeq() uint64 { return l.viewSeq }
 
 // Alive reports whether n is not suspected by this node.
 func (l *Liveness) Alive(n NodeID) bool {

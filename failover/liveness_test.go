@@ -223,3 +223,69 @@ func runLeaseSafety(t *testing.T, seed uint64, perRegion int) (declared, grayDec
 	}
 	return declared, grayDeclared
 }
+
+// TestLivenessProbesSuspects: between heartbeat rounds a node probes only
+// the nodes it suspects, once per SuspectProbeInterval, with no view in
+// the probe; when a cut heals, both sides end their suspicion within about
+// one probe interval instead of at their next rounds (30 s apart here).
+func TestLivenessProbesSuspects(t *testing.T) {
+	cfg := DefaultConfig()
+	nodes := []Node{{1, "east"}, {2, "west"}, {3, "north"}}
+	ls := map[NodeID]*Liveness{}
+	for _, n := range nodes {
+		l, err := NewLiveness(cfg, n.ID, nodes)
+		require.NoError(t, err)
+		ls[n.ID] = l
+	}
+	var probes []Heartbeat
+	step := func(now time.Duration, cut bool) {
+		for _, id := range []NodeID{1, 2, 3} {
+			ls[id].Tick(now)
+		}
+		for i := 0; i < 10; i++ {
+			any := false
+			for _, id := range []NodeID{1, 2, 3} {
+				for _, m := range ls[id].Ready() {
+					any = true
+					if m.Kind == KindProbe {
+						probes = append(probes, m)
+					}
+					if !cut || (m.From != 1 && m.To != 1) {
+						require.NoError(t, ls[m.To].Step(now, m))
+					}
+				}
+			}
+			if !any {
+				return
+			}
+		}
+	}
+	const tick = 100 * time.Millisecond
+	now := time.Duration(0)
+	for ; now < time.Minute; now += tick {
+		step(now, false)
+	}
+	require.Empty(t, probes, "probes while nobody is suspected")
+	cutAt := now
+	for ; now < cutAt+3*time.Minute+15*time.Second; now += tick { // heal mid-round
+		step(now, true)
+	}
+	require.False(t, ls[2].Alive(1))
+	require.False(t, ls[1].Alive(2))
+	suspectedFor := now - cutAt - cfg.TakeoverDelay()
+	byPair := map[[2]NodeID]int{}
+	for _, p := range probes {
+		require.Nil(t, p.Suspects, "a probe carries no view")
+		byPair[[2]NodeID{p.From, p.To}]++
+	}
+	require.Len(t, byPair, 4, "each side probes only the other side: %v", byPair)
+	want := int(suspectedFor / cfg.SuspectProbeInterval)
+	for pair, n := range byPair {
+		require.InDelta(t, want, n, float64(want)/5+2, "probes %v", pair)
+	}
+	healAt := now
+	for ; ls[1].Alive(2) == false || ls[1].Alive(3) == false || !ls[2].Alive(1) || !ls[3].Alive(1); now += tick {
+		require.Less(t, now-healAt, cfg.SuspectProbeInterval+2*tick, "suspicion outlived the heal")
+		step(now, false)
+	}
+}
