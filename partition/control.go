@@ -172,7 +172,7 @@ func (r *Replica) setWriteQuorum(now time.Duration, wq quorum.WriteQuorum) error
 	l.followers = slices.DeleteFunc(l.followers, func(f follower) bool { return !wq.IsReplica(f.region) })
 	for _, reg := range wq.Replicas {
 		if reg != r.region() && r.follower(reg) == nil {
-			l.followers = append(l.followers, follower{region: reg, next: r.last + 1, floor: r.last + 1, lastAck: now, lastReset: now})
+			l.followers = append(l.followers, r.newFollower(now, reg))
 			r.rejoin(&l.followers[len(l.followers)-1])
 		}
 	}
@@ -203,6 +203,10 @@ func (r *Replica) catchUp(now time.Duration, reg Region, from LSN) error {
 	// The control plane knows the region is back: contact it now, not at
 	// the end of a backoff.
 	f.silent = 0
+	if f.unreachable {
+		f.unreachable = false
+		r.markReachable(reg)
+	}
 	r.markDirty()
 	return nil
 }

@@ -89,6 +89,10 @@ type follower struct {
 	// (heartbeats wanting an ack, window retransmissions) since it last
 	// answered anything; it saturates. It drives contactBackoff.
 	silent uint8
+	// unreachable: the driver's node liveness says the follower's node is
+	// down (SetReachable); it gets no timer-driven contact and no new ops
+	// until it is reported back or answers (see reachable.go).
+	unreachable bool
 }
 
 // contactBackoff is the spacing of timer-driven contacts with a follower
@@ -124,8 +128,12 @@ func (f *follower) contacted() {
 // sent meanwhile was most likely lost, so the caller resends the window
 // at once instead of a RetransmitTimeout later.
 func (r *Replica) heard(f *follower) bool {
-	backedOff := f.contactBackoff(&r.h.cfg) > 0
+	backedOff := f.contactBackoff(&r.h.cfg) > 0 || f.unreachable
 	f.silent = 0
+	if f.unreachable {
+		r.markReachable(f.region) // an answer outweighs the liveness verdict
+		f.unreachable = false
+	}
 	return backedOff
 }
 
@@ -156,7 +164,7 @@ func (r *Replica) becomeWriteRegion(now time.Duration) {
 		if reg == r.region() {
 			continue
 		}
-		l.followers = append(l.followers, follower{region: reg, next: r.last + 1, floor: r.last + 1, lastAck: now, lastReset: now})
+		l.followers = append(l.followers, r.newFollower(now, reg))
 	}
 	r.leader = l
 	r.leaderSince = now
@@ -556,6 +564,9 @@ func (r *Replica) flushLeader(now time.Duration) {
 	}
 	for i := range l.followers {
 		f := &l.followers[i]
+		if f.unreachable {
+			continue // its window is resent when it is back
+		}
 		if f.snap != nil || f.needSnap {
 			r.flushSnapshot(now, f)
 			continue
@@ -773,6 +784,9 @@ func (r *Replica) tickLeader(now time.Duration) {
 	l := r.leader
 	for i := range l.followers {
 		f := &l.followers[i]
+		if f.unreachable {
+			continue
+		}
 		if f.snap != nil {
 			r.tickSnapshot(now, f)
 			continue
@@ -825,6 +839,9 @@ func (r *Replica) leaderDeadline(now time.Duration) time.Duration {
 	}
 	for i := range l.followers {
 		f := &l.followers[i]
+		if f.unreachable {
+			continue
+		}
 		if f.snap != nil {
 			at(f.snap.sentAt + cfg.RetransmitTimeout)
 			continue

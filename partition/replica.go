@@ -47,6 +47,10 @@ type Replica struct {
 	leader      *leaderState
 	leaderSince time.Duration
 	fol         followerState
+	// unreachable lists the regions whose replica the driver reported
+	// unreachable (SetReachable): kept outside leaderState so that a
+	// write region this replica becomes later starts out knowing it.
+	unreachable []Region
 
 	leaseUntil time.Duration
 	// leaseGen and leaseEpoch: the node lease run and the epoch the
