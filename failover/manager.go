@@ -426,7 +426,7 @@ func (m *Manager) Tick(now time.Duration) {
 	m.live.Tick(now)
 	m.refreshLiveness(now)
 	for len(m.timers) > 0 && m.timers[0].at <= now {
-		t := heap.Pop(&m.timers).(partTimer)
+		t := m.timers.pop()
 		if p := t.p; p.timerAt == t.at {
 			p.timerAt = 0
 			m.markDirty(p)
@@ -444,7 +444,7 @@ func (m *Manager) NextDeadline() time.Duration {
 		if t.p.timerAt == t.at {
 			return min(next, t.at)
 		}
-		heap.Pop(&m.timers)
+		m.timers.pop()
 	}
 	return next
 }
@@ -501,7 +501,7 @@ func (m *Manager) setTimer(p *partition, at time.Duration) {
 		return
 	}
 	p.timerAt = at
-	heap.Push(&m.timers, partTimer{at: at, p: p})
+	m.timers.push(partTimer{at: at, p: p})
 }
 
 // ObserveState feeds a committed register value (from a watch, a read or a
@@ -1394,22 +1394,63 @@ type partTimer struct {
 	p  *partition
 }
 
+// partTimers is a min-heap of timers by time, then partition name. It is
+// container/heap's algorithm on the typed slice: heap.Push and heap.Pop
+// box every partTimer into an interface (an allocation per timer).
 type partTimers []partTimer
 
-func (h partTimers) Len() int { return len(h) }
-func (h partTimers) Less(i, j int) bool {
+func (h partTimers) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].p.name < h[j].p.name
 }
-func (h partTimers) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *partTimers) Push(x any)   { *h = append(*h, x.(partTimer)) }
-func (h *partTimers) Pop() any {
+
+func (h *partTimers) push(t partTimer) {
+	*h = append(*h, t)
+	h.up(len(*h) - 1)
+}
+
+// pop removes and returns the earliest timer; the heap must not be empty.
+func (h *partTimers) pop() partTimer {
 	old := *h
-	t := old[len(old)-1]
-	*h = old[:len(old)-1]
+	n := len(old) - 1
+	old[0], old[n] = old[n], old[0]
+	old.down(0, n)
+	t := old[n]
+	old[n] = partTimer{}
+	*h = old[:n]
 	return t
+}
+
+func (h partTimers) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (h partTimers) down(i0, n int) {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h.less(j2, j1) {
+			j = j2 // right child
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
 }
 
 // opClass orders the register operations waiting for a slot: lower first.
