@@ -697,9 +697,16 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 	}
 	p.statusSeq++
 	m.trackLag(now, p, st)
-	changed := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
-		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) ||
-		!sameInSync(p.local, st)
+	replica := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
+		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum)
+	changed := replica || !sameInSync(p.local, st)
+	sameList, membersOnly := followerFlips(p.state.WriteQuorum.Members, p.local.Followers, st.Followers)
+	if !sameList {
+		// Which followers are listed is evidence too (Reported, Epoch):
+		// whether or not this report queues an evaluation (as before),
+		// the next one must not be skipped.
+		p.changed = true
+	}
 	if len(st.Followers) > 0 {
 		// Keep a copy in the partition's own array: the caller may reuse
 		// st's (StatusFromProgressInto), and nothing else holds p.local's.
@@ -707,9 +714,42 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 	}
 	p.local, p.hasLocal = st, true
 	if changed {
-		m.markDirty(p)
+		if replica || !sameList || !membersOnly {
+			m.markDirty(p)
+		} else {
+			// Only followers in the register's write quorum flipped a
+			// catch-up flag (a write makes them lag for a moment, then
+			// they catch up again). Decide reads InSync and CaughtUp only
+			// for regions outside the write quorum (its grow loop); they
+			// count otherwise only through the fenced write region's
+			// match LSN in a switchover and through stall verdicts, and
+			// quiet evaluates the partition whenever either may apply.
+			m.markRecheck(p)
+		}
 		m.reconcile(p)
 	}
+}
+
+// followerFlips compares a partition's follower lists before and after a
+// status report: sameList says they name the same regions in the same
+// order, and membersOnly that every follower whose flags (InSync,
+// CaughtUp, InRule) differ is one of members.
+func followerFlips(members []Region, a, b []FollowerStatus) (sameList, membersOnly bool) {
+	if len(a) != len(b) {
+		return false, false
+	}
+	membersOnly = true
+	for i := range a {
+		fa, fb := &a[i], &b[i]
+		if fa.Region != fb.Region {
+			return false, false
+		}
+		if membersOnly && (fa.InSync != fb.InSync || fa.CaughtUp != fb.CaughtUp || fa.InRule != fb.InRule) &&
+			!slices.Contains(members, fa.Region) {
+			membersOnly = false
+		}
+	}
+	return true, membersOnly
 }
 
 // growFlagged reports whether a follower carries any flag grow decisions
