@@ -86,6 +86,10 @@ type ManagerStats struct {
 	Waited      uint64 // operations that found every slot taken (MaxInFlight)
 	Reads       uint64
 	ReadsFailed uint64
+	// Rechecks counts partitions due for evaluation (a timer fired, or
+	// only write-quorum members' catch-up flags moved) whose evaluation
+	// was skipped because it could change nothing (Manager.quiet).
+	Rechecks uint64
 }
 
 // ManagerConfig configures a Manager.
@@ -286,6 +290,14 @@ type partition struct {
 	timerAt      time.Duration
 	// dirty: the partition is in Manager.dirty.
 	dirty bool
+	// changed: something an evaluation reads may have changed since the
+	// partition was last evaluated (markDirty). A partition queued without
+	// it (markRecheck) is evaluated only if its last decision may not
+	// stand (quiet).
+	changed bool
+	// soleSelf: the placement names each region once and exactly one
+	// replica on this node (quiet relies on it).
+	soleSelf bool
 }
 
 // Manager defaults for the zero ManagerConfig fields.
@@ -389,11 +401,20 @@ func (m *Manager) AddPartition(pl Placement) error {
 		return fmt.Errorf("failover: partition %q added twice", pl.Partition)
 	}
 	p := &partition{name: pl.Partition, placement: slices.Clone(pl.Replicas), qidx: -1}
-	for _, rn := range pl.Replicas {
+	mine := 0
+	p.soleSelf = true
+	for i, rn := range pl.Replicas {
 		if rn.Node == m.self.ID {
 			p.myRegion, p.hasMine = rn.Region, true
+			mine++
+		}
+		for _, o := range pl.Replicas[:i] {
+			if o.Region == rn.Region {
+				p.soleSelf = false
+			}
 		}
 	}
+	p.soleSelf = p.soleSelf && mine == 1
 	m.parts[pl.Partition] = p
 	i := sort.SearchStrings(m.names, pl.Partition)
 	m.names = slices.Insert(m.names, i, pl.Partition)
@@ -426,10 +447,14 @@ func (m *Manager) Tick(now time.Duration) {
 	m.live.Tick(now)
 	m.refreshLiveness(now)
 	for len(m.timers) > 0 && m.timers[0].at <= now {
-		t := heap.Pop(&m.timers).(partTimer)
+		t := m.timers.pop()
 		if p := t.p; p.timerAt == t.at {
 			p.timerAt = 0
-			m.markDirty(p)
+			// A timer is a reason to look again, not a change: the
+			// evaluation runs unless quiet shows it would change nothing
+			// (that includes the timer's own reason: a RetryAt or a
+			// backup stagger that is due, a gray check, a read retry).
+			m.markRecheck(p)
 		}
 	}
 	m.tickDrains(now)
@@ -444,7 +469,7 @@ func (m *Manager) NextDeadline() time.Duration {
 		if t.p.timerAt == t.at {
 			return min(next, t.at)
 		}
-		heap.Pop(&m.timers)
+		m.timers.pop()
 	}
 	return next
 }
@@ -489,7 +514,16 @@ func (m *Manager) refreshLiveness(now time.Duration) {
 	}
 }
 
+// markDirty queues p for evaluation: something it depends on changed.
 func (m *Manager) markDirty(p *partition) {
+	p.changed = true
+	m.markRecheck(p)
+}
+
+// markRecheck queues p to be evaluated unless its last decision provably
+// stands (quiet): for a timer that fired, and for catch-up flags that no
+// decision reads.
+func (m *Manager) markRecheck(p *partition) {
 	if !p.dirty {
 		p.dirty = true
 		m.dirty = append(m.dirty, p)
@@ -501,7 +535,7 @@ func (m *Manager) setTimer(p *partition, at time.Duration) {
 		return
 	}
 	p.timerAt = at
-	heap.Push(&m.timers, partTimer{at: at, p: p})
+	m.timers.push(partTimer{at: at, p: p})
 }
 
 // ObserveState feeds a committed register value (from a watch, a read or a
@@ -663,9 +697,16 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 	}
 	p.statusSeq++
 	m.trackLag(now, p, st)
-	changed := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
-		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) ||
-		!sameInSync(p.local, st)
+	replica := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
+		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum)
+	changed := replica || !sameInSync(p.local, st)
+	sameList, membersOnly := followerFlips(p.state.WriteQuorum.Members, p.local.Followers, st.Followers)
+	if !sameList {
+		// Which followers are listed is evidence too (Reported, Epoch):
+		// whether or not this report queues an evaluation (as before),
+		// the next one must not be skipped.
+		p.changed = true
+	}
 	if len(st.Followers) > 0 {
 		// Keep a copy in the partition's own array: the caller may reuse
 		// st's (StatusFromProgressInto), and nothing else holds p.local's.
@@ -673,9 +714,42 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 	}
 	p.local, p.hasLocal = st, true
 	if changed {
-		m.markDirty(p)
+		if replica || !sameList || !membersOnly {
+			m.markDirty(p)
+		} else {
+			// Only followers in the register's write quorum flipped a
+			// catch-up flag (a write makes them lag for a moment, then
+			// they catch up again). Decide reads InSync and CaughtUp only
+			// for regions outside the write quorum (its grow loop); they
+			// count otherwise only through the fenced write region's
+			// match LSN in a switchover and through stall verdicts, and
+			// quiet evaluates the partition whenever either may apply.
+			m.markRecheck(p)
+		}
 		m.reconcile(p)
 	}
+}
+
+// followerFlips compares a partition's follower lists before and after a
+// status report: sameList says they name the same regions in the same
+// order, and membersOnly that every follower whose flags (InSync,
+// CaughtUp, InRule) differ is one of members.
+func followerFlips(members []Region, a, b []FollowerStatus) (sameList, membersOnly bool) {
+	if len(a) != len(b) {
+		return false, false
+	}
+	membersOnly = true
+	for i := range a {
+		fa, fb := &a[i], &b[i]
+		if fa.Region != fb.Region {
+			return false, false
+		}
+		if membersOnly && (fa.InSync != fb.InSync || fa.CaughtUp != fb.CaughtUp || fa.InRule != fb.InRule) &&
+			!slices.Contains(members, fa.Region) {
+			membersOnly = false
+		}
+	}
+	return true, membersOnly
 }
 
 // growFlagged reports whether a follower carries any flag grow decisions
@@ -991,6 +1065,13 @@ func (m *Manager) evaluateDirty(now time.Duration) {
 	slices.SortFunc(ps, func(a, b *partition) int { return strings.Compare(a.name, b.name) })
 	for _, p := range ps {
 		p.dirty = false
+		if m.quiet(now, p) {
+			m.stats.Rechecks++
+			if !p.inflight && !p.reading && !p.stale && p.last.RetryAt > now {
+				m.setTimer(p, p.last.RetryAt) // as the evaluation would
+			}
+			continue
+		}
 		m.evaluate(now, p)
 	}
 	m.dirtySpare = ps[:0]
@@ -1000,11 +1081,89 @@ func (m *Manager) evaluateDirty(now time.Duration) {
 // evaluate decides a partition afresh. A partition that waited for a slot
 // and needs no register operation any more leaves the queue.
 func (m *Manager) evaluate(now time.Duration, p *partition) {
+	p.changed = false
 	m.queuedNow = false
 	m.evaluateOne(now, p)
 	if !m.queuedNow {
 		m.unqueue(p)
 	}
+}
+
+// quiet reports whether evaluating p now (evaluateOne) would do nothing
+// but re-arm the timer for its last decision's RetryAt: no proposal, no
+// action, no event, no queueing, the same decision. It holds when
+//
+//   - no markDirty since p's last evaluation (p.changed false): every
+//     input Decide or evaluateOne reads that can change without the clock
+//     marks it (register value, liveness, lease, leaseGen, global pause,
+//     gray verdict, CAS and read outcomes, the local replica's epoch,
+//     fence, role and write quorum, the followers listed and the catch-up
+//     flags of followers outside the write quorum);
+//   - evaluateOne would touch neither the gray check (no client errors
+//     counted) nor the wait queue (p waits in none);
+//   - it would stop before Decide: a proposal or read is with the driver,
+//     or p is stale (leaving the three marks p); or else:
+//   - the last evaluation ran Decide on those same inputs (every way out
+//     of the early returns above marks p) and it decided nothing,
+//     suppressed nothing and its RetryAt is not due, and the only inputs
+//     that moved since (time, LSNs, member catch-up flags, lag) cannot
+//     change that. This node is p's write region in the register and in
+//     its replica at the register's epoch, in a steady phase, with no
+//     prepared grow, not declared failed itself, with no reassert due and
+//     no follower lagging for GrayStall. Then Decide reads neither LSNs
+//     nor member flags (only a failover, a switchover, a reopen of a
+//     fenced replica or a stall verdict would: excluded or not decided
+//     last time), time enters only through RetryAt (failback health,
+//     hold-offs: not due yet, so the same), no member is stalled, and
+//     non-members' flags are unchanged. evidence's InSync needs a
+//     prepared grow, and there is none.
+//
+// NextDeadline and every timer stay as the evaluation leaves them: the
+// caller re-arms the RetryAt as evaluateOne would.
+func (m *Manager) quiet(now time.Duration, p *partition) bool {
+	if p.changed || !p.have || p.grayErrs > 0 || p.qidx >= 0 {
+		return false
+	}
+	if p.inflight || p.reading {
+		return true
+	}
+	if p.readWant {
+		return false
+	}
+	if p.stale {
+		return true
+	}
+	s, d := &p.state, &p.last
+	if d.Kind != DecideNone || d.Suppressed != "" || (d.RetryAt != 0 && d.RetryAt <= now) ||
+		s.Phase != PhaseSteady || !p.soleSelf || !p.hasMine || s.WriteRegion != p.myRegion ||
+		!p.hasLocal || !p.local.WriteRegion || p.local.Epoch != s.Epoch || len(p.grow) > 0 ||
+		m.failedNodes[m.self.ID] || m.reassertDue(now, p) {
+		return false
+	}
+	return !m.stallMatters(now, p)
+}
+
+// stallMatters reports whether a stall verdict (stalled) may count in
+// Decide now: some follower has lagged for GrayStall and is a member of
+// the write quorum (shrunk out when stalled) or a non-member reported
+// caught up (grown only when not stalled; a driver reporting its match
+// LSN never shows both). Other followers' stall verdicts are not read:
+// a non-member that is not caught up is neither grown nor held off.
+func (m *Manager) stallMatters(now time.Duration, p *partition) bool {
+	for _, l := range p.lag {
+		if now-l.since < m.cfg.Failover.GrayStall {
+			continue
+		}
+		if slices.Contains(p.state.WriteQuorum.Members, l.region) {
+			return true
+		}
+		for _, f := range p.local.Followers {
+			if f.Region == l.region && f.CaughtUp {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (m *Manager) evaluateOne(now time.Duration, p *partition) {
@@ -1128,17 +1287,23 @@ func (m *Manager) evaluateOne(now time.Duration, p *partition) {
 // replica count the lease (ActValidateLease, on the commit). This costs a
 // register write per such partition per lease run, never in steady state.
 func (m *Manager) reassert(now time.Duration, p *partition) {
-	gen := m.live.LeaseGen()
-	if !p.have || !p.hasMine || p.state.WriteRegion != p.myRegion || gen == 0 || !m.live.LeaseValid(now) ||
-		(p.validGen == gen && p.validEpoch == p.state.Epoch) {
+	if !m.reassertDue(now, p) {
 		return
 	}
+	gen := m.live.LeaseGen()
 	if !m.gate(p, classOf(DecideReassert)) {
 		return
 	}
 	next := p.state.Clone()
 	m.propose(p, Decision{Kind: DecideReassert, Target: p.myRegion, Next: &next,
 		Reasons: []string{fmt.Sprintf("lease run %d began at %v: revalidate epoch %d before serving", gen, m.live.LeaseSince(), p.state.Epoch)}}, false)
+}
+
+// reassertDue reports whether reassert would propose (or queue) p.
+func (m *Manager) reassertDue(now time.Duration, p *partition) bool {
+	gen := m.live.LeaseGen()
+	return p.have && p.hasMine && p.state.WriteRegion == p.myRegion && gen != 0 && m.live.LeaseValid(now) &&
+		(p.validGen != gen || p.validEpoch != p.state.Epoch)
 }
 
 // decidePassingOver decides again as if the candidates ranked above this
@@ -1394,22 +1559,63 @@ type partTimer struct {
 	p  *partition
 }
 
+// partTimers is a min-heap of timers by time, then partition name. It is
+// container/heap's algorithm on the typed slice: heap.Push and heap.Pop
+// box every partTimer into an interface (an allocation per timer).
 type partTimers []partTimer
 
-func (h partTimers) Len() int { return len(h) }
-func (h partTimers) Less(i, j int) bool {
+func (h partTimers) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].p.name < h[j].p.name
 }
-func (h partTimers) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *partTimers) Push(x any)   { *h = append(*h, x.(partTimer)) }
-func (h *partTimers) Pop() any {
+
+func (h *partTimers) push(t partTimer) {
+	*h = append(*h, t)
+	h.up(len(*h) - 1)
+}
+
+// pop removes and returns the earliest timer; the heap must not be empty.
+func (h *partTimers) pop() partTimer {
 	old := *h
-	t := old[len(old)-1]
-	*h = old[:len(old)-1]
+	n := len(old) - 1
+	old[0], old[n] = old[n], old[0]
+	old.down(0, n)
+	t := old[n]
+	old[n] = partTimer{}
+	*h = old[:n]
 	return t
+}
+
+func (h partTimers) up(j int) {
+	for {
+		i := (j - 1) / 2 // parent
+		if i == j || !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		j = i
+	}
+}
+
+func (h partTimers) down(i0, n int) {
+	i := i0
+	for {
+		j1 := 2*i + 1
+		if j1 >= n || j1 < 0 { // j1 < 0 after int overflow
+			break
+		}
+		j := j1 // left child
+		if j2 := j1 + 1; j2 < n && h.less(j2, j1) {
+			j = j2 // right child
+		}
+		if !h.less(j, i) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
 }
 
 // opClass orders the register operations waiting for a slot: lower first.
