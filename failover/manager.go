@@ -90,6 +90,9 @@ type ManagerStats struct {
 	// only write-quorum members' catch-up flags moved) whose evaluation
 	// was skipped because it could change nothing (Manager.quiet).
 	Rechecks uint64
+	// StatusUnchanged counts replica status reports equal to the one
+	// before (dropped at once).
+	StatusUnchanged uint64
 }
 
 // ManagerConfig configures a Manager.
@@ -695,6 +698,14 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 		// plane works, whatever the clients saw.
 		m.clearGray(p)
 	}
+	if p.hasLocal && sameStatus(&p.local, &st) {
+		m.stats.StatusUnchanged++
+		// The driver reports after every event that may have moved the
+		// replica (a third of the reports in the drill move nothing):
+		// the lag it shows was tracked, with its timer, and every flag
+		// and position was seen by the report before.
+		return
+	}
 	p.statusSeq++
 	m.trackLag(now, p, st)
 	replica := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
@@ -728,6 +739,13 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 		}
 		m.reconcile(p)
 	}
+}
+
+// sameStatus reports whether a and b are the same report.
+func sameStatus(a, b *ReplicaStatus) bool {
+	return a.Epoch == b.Epoch && a.LastLSN == b.LastLSN && a.CommitLSN == b.CommitLSN &&
+		a.WriteRegion == b.WriteRegion && a.Fenced == b.Fenced && equalRegions(a.WriteQuorum, b.WriteQuorum) &&
+		slices.Equal(a.Followers, b.Followers)
 }
 
 // followerFlips compares a partition's follower lists before and after a

@@ -176,3 +176,25 @@ func TestLagTimerEvaluatesOnlyAStall(t *testing.T) {
 		})
 	}
 }
+
+// A status report equal to the one before changes nothing: it is counted
+// and dropped, with no evaluation; a changed one still goes through.
+func TestUnchangedStatusIsDropped(t *testing.T) {
+	h := newMgrHarness(t, FastConfig(), 1)
+	for i := 0; i < 20; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	m := h.mgrs[1]
+	h.reportEast(7, caughtUp("west", 7), lagging("north", 5))
+	h.step(10 * time.Millisecond)
+	before := m.Stats()
+	for i := 0; i < 5; i++ {
+		h.reportEast(7, caughtUp("west", 7), lagging("north", 5))
+		h.step(10 * time.Millisecond)
+	}
+	after := m.Stats()
+	assert.Equal(t, before.StatusUnchanged+5, after.StatusUnchanged)
+	assert.Equal(t, before.Evaluations, after.Evaluations)
+	h.reportEast(7, caughtUp("west", 7), lagging("north", 6)) // north's match moved
+	assert.Equal(t, after.StatusUnchanged, m.Stats().StatusUnchanged)
+}
