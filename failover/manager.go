@@ -124,6 +124,13 @@ type ManagerConfig struct {
 	// (caspaxos.ProposerConfig.MaxInFlight), which refuses beyond it.
 	// Drains add at most DrainConcurrency switchovers on top.
 	MaxInFlight int
+	// VerifySkips, when positive, checks one in VerifySkips of the
+	// evaluations skipped as quiet: Decide runs on the current evidence and
+	// must reach the last decision again, else Violation reports it. The
+	// skip rests on an argument about what Decide reads (quiet); this
+	// keeps a later change to Decide from silently breaking it. The
+	// simulator samples; tests check every skip.
+	VerifySkips int
 }
 
 // Manager runs failover for every partition replica on one node. It is a
@@ -133,11 +140,14 @@ type ManagerConfig struct {
 // partition in steady state: a partition is evaluated only when something
 // it depends on changed or a timer it set fires.
 type Manager struct {
-	cfg   ManagerConfig
-	live  *Liveness
-	self  Node
-	parts map[string]*partition
-	names []string // sorted
+	cfg ManagerConfig
+	// violation is the first skipped evaluation that VerifySkips found
+	// would have decided differently.
+	violation error
+	live      *Liveness
+	self      Node
+	parts     map[string]*partition
+	names     []string // sorted
 	// sorted holds the partitions in the order of names.
 	sorted []*partition
 	// evBuf backs the evidence of the evaluation running now: evaluate
@@ -339,6 +349,9 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if cfg.MaxInFlight < 1 {
 		return nil, configErr("MaxInFlight", "must be positive, got %d", cfg.MaxInFlight)
+	}
+	if cfg.VerifySkips < 0 {
+		return nil, configErr("VerifySkips", "must not be negative, got %d", cfg.VerifySkips)
 	}
 	live, err := NewLiveness(cfg.Failover, cfg.Self, cfg.Nodes)
 	if err != nil {
@@ -1085,6 +1098,9 @@ func (m *Manager) evaluateDirty(now time.Duration) {
 		p.dirty = false
 		if m.quiet(now, p) {
 			m.stats.Rechecks++
+			if v := uint64(m.cfg.VerifySkips); v > 0 && m.stats.Rechecks%v == 0 {
+				m.verifyQuiet(now, p)
+			}
 			if !p.inflight && !p.reading && !p.stale && p.last.RetryAt > now {
 				m.setTimer(p, p.last.RetryAt) // as the evaluation would
 			}
@@ -1160,6 +1176,25 @@ func (m *Manager) quiet(now time.Duration, p *partition) bool {
 	}
 	return !m.stallMatters(now, p)
 }
+
+// verifyQuiet checks a skip (quiet): when the evaluation would have
+// reached Decide, Decide must decide what it decided last time.
+func (m *Manager) verifyQuiet(now time.Duration, p *partition) {
+	if m.violation != nil || p.inflight || p.reading || p.stale {
+		return
+	}
+	ev := m.evidenceInto(now, p, m.evBuf)
+	m.evBuf = ev.Replicas[:0]
+	d := Decide(m.cfg.Failover, p.state, ev)
+	if d.Kind != p.last.Kind || d.Next != nil || d.Suppressed != p.last.Suppressed || d.RetryAt != p.last.RetryAt {
+		m.violation = fmt.Errorf("failover: node %d skipped evaluating %s at %v as quiet, but Decide now says %v (suppressed %q, retry at %v; reasons %v), not %v (retry at %v)",
+			m.self.ID, p.name, now, d.Kind, d.Suppressed, d.RetryAt, d.Reasons, p.last.Kind, p.last.RetryAt)
+	}
+}
+
+// Violation returns the first broken invariant the manager found (see
+// ManagerConfig.VerifySkips), or nil.
+func (m *Manager) Violation() error { return m.violation }
 
 // stallMatters reports whether a stall verdict (stalled) may count in
 // Decide now: some follower has lagged for GrayStall and is a member of

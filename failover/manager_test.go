@@ -61,7 +61,7 @@ func newMgrHarnessWith(t *testing.T, cfg Config, parts, maxInFlight int, writeRe
 		base: map[string]uint64{}, validated: map[NodeID]map[string]Action{}, missLearn: map[NodeID]bool{}}
 	for _, n := range h.nodes {
 		h.validated[n.ID] = map[string]Action{}
-		m, err := NewManager(ManagerConfig{Failover: cfg, Self: n.ID, Nodes: h.nodes, MaxInFlight: maxInFlight})
+		m, err := NewManager(ManagerConfig{Failover: cfg, Self: n.ID, Nodes: h.nodes, MaxInFlight: maxInFlight, VerifySkips: 1})
 		require.NoError(t, err)
 		h.mgrs[n.ID] = m
 		h.replicas[n.ID] = map[string]*ReplicaStatus{}
@@ -156,6 +156,7 @@ func (h *mgrHarness) step(d time.Duration) {
 	}
 	for _, n := range h.nodes {
 		h.mgrs[n.ID].Tick(h.now)
+		require.NoError(h.t, h.mgrs[n.ID].Violation())
 	}
 	for round := 0; round < 5; round++ {
 		for _, n := range h.nodes {

@@ -81,9 +81,10 @@ func (n *foNode) local() time.Duration { return n.fw.e.w.Local(n.idx) }
 // node knows no register value: it reads every partition's back.
 func (n *foNode) boot(first bool) error {
 	fw := n.fw
+	n.checkManager() // before a restart replaces it
 	n.inc++
 	mgr, err := failover.NewManager(failover.ManagerConfig{Failover: fw.spec.profile, Self: failover.NodeID(n.idx + 1), Nodes: n.fnodes,
-		MaxInFlight: fw.window})
+		MaxInFlight: fw.window, VerifySkips: foVerifySkips})
 	if err != nil {
 		return fmt.Errorf("sim: node %d manager: %w", n.idx, err)
 	}
@@ -389,6 +390,20 @@ func (n *foNode) pump() {
 		n.mgrEv = w.Sched.Reschedule(n.mgrEv, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvMgrTick)
 	}
 }
+
+// checkManager folds the manager's invariant check into the run.
+func (n *foNode) checkManager() {
+	if n.mgr == nil {
+		return
+	}
+	if err := n.mgr.Violation(); err != nil {
+		n.fw.e.viol.add(n.fw.now(), ViolationInvariant, "node %d: %v", n.idx, err)
+	}
+}
+
+// foVerifySkips: every run checks one in this many of the evaluations its
+// managers skip as quiet (failover.ManagerConfig.VerifySkips).
+const foVerifySkips = 16
 
 // syncReachable hands the host the liveness view's verdicts on the other
 // nodes (the daemon will do the same from memberlist): the write regions

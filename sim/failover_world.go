@@ -460,7 +460,8 @@ func (r foDataRcv) Deliver(now time.Duration, from, to int32, m partition.Messag
 	n.pump()
 }
 
-// checkHosts folds every live host's own invariant check into the run.
+// checkHosts folds every live host's and manager's own invariant checks
+// into the run.
 func (fw *foWorld) checkHosts() {
 	for _, n := range fw.nodes {
 		if n.host != nil {
@@ -468,6 +469,7 @@ func (fw *foWorld) checkHosts() {
 				fw.e.viol.add(fw.now(), ViolationInvariant, "node %d: %v", n.idx, err)
 			}
 		}
+		n.checkManager()
 	}
 }
 
