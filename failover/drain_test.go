@@ -93,10 +93,7 @@ func TestManagerDrainRate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newMgrHarness(t, FastConfig(), parts)
-			for i := 0; i < 20; i++ {
-				h.step(100 * time.Millisecond)
-			}
+			h := newSteadyHarness(t, FastConfig(), parts)
 			m := h.restart(2, ManagerConfig{DrainRate: tt.rate, DrainBurst: tt.burst, DrainConcurrency: tt.concurrency})
 			h.step(100 * time.Millisecond)
 			burst := tt.burst
@@ -127,10 +124,7 @@ func TestManagerDrainRateResumes(t *testing.T) {
 	const parts = 40
 	const rate, burst = 10.0, 4
 	mc := ManagerConfig{DrainRate: rate, DrainBurst: burst}
-	h := newMgrHarness(t, FastConfig(), parts)
-	for i := 0; i < 20; i++ {
-		h.step(100 * time.Millisecond)
-	}
+	h := newSteadyHarness(t, FastConfig(), parts)
 	m := h.restart(2, mc)
 	h.step(100 * time.Millisecond)
 	m.Drain(h.now, "east", "resume test")
@@ -205,10 +199,7 @@ func TestExplainDrainWait(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newMgrHarness(t, FastConfig(), 30)
-			for i := 0; i < 20; i++ {
-				h.step(100 * time.Millisecond)
-			}
+			h := newSteadyHarness(t, FastConfig(), 30)
 			m := h.restart(2, tt.mc)
 			h.step(100 * time.Millisecond)
 			if tt.drain {

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestLivenessLeaseAndDetection(t *testing.T) {
-	cfg := FastConfig()
+// newLivenessTrio returns the liveness of nodes 1-3, one per region.
+func newLivenessTrio(t *testing.T, cfg Config) map[NodeID]*Liveness {
 	nodes := []Node{{1, "east"}, {2, "west"}, {3, "north"}}
 	ls := map[NodeID]*Liveness{}
 	for _, n := range nodes {
@@ -20,6 +20,12 @@ func TestLivenessLeaseAndDetection(t *testing.T) {
 		require.NoError(t, err)
 		ls[n.ID] = l
 	}
+	return ls
+}
+
+func TestLivenessLeaseAndDetection(t *testing.T) {
+	cfg := FastConfig()
+	ls := newLivenessTrio(t, cfg)
 	deliver := func(now time.Duration, drop func(Heartbeat) bool) {
 		for i := 0; i < 10; i++ {
 			any := false
@@ -71,7 +77,7 @@ func TestLivenessLeaseAndDetection(t *testing.T) {
 	f, _, _ = ls[2].Failed(3, now)
 	assert.False(t, f, "north is healthy")
 
-	_, err := NewLiveness(cfg, 9, nodes)
+	_, err := NewLiveness(cfg, 9, ls[1].Nodes())
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	require.Error(t, ls[1].Step(now, Heartbeat{Kind: KindHeartbeat, From: 7, To: 1}))
 }
@@ -230,13 +236,7 @@ func runLeaseSafety(t *testing.T, seed uint64, perRegion int) (declared, grayDec
 // one probe interval instead of at their next rounds (30 s apart here).
 func TestLivenessProbesSuspects(t *testing.T) {
 	cfg := DefaultConfig()
-	nodes := []Node{{1, "east"}, {2, "west"}, {3, "north"}}
-	ls := map[NodeID]*Liveness{}
-	for _, n := range nodes {
-		l, err := NewLiveness(cfg, n.ID, nodes)
-		require.NoError(t, err)
-		ls[n.ID] = l
-	}
+	ls := newLivenessTrio(t, cfg)
 	var probes []Heartbeat
 	step := func(now time.Duration, cut bool) {
 		for _, id := range []NodeID{1, 2, 3} {

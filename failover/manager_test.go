@@ -52,6 +52,16 @@ func newMgrHarness(t *testing.T, cfg Config, parts int) *mgrHarness {
 	return newMgrHarnessWith(t, cfg, parts, 0, func(int) Region { return "east" })
 }
 
+// newSteadyHarness is newMgrHarness run on for two seconds: leases held,
+// views settled.
+func newSteadyHarness(t *testing.T, cfg Config, parts int) *mgrHarness {
+	h := newMgrHarness(t, cfg, parts)
+	for i := 0; i < 20; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	return h
+}
+
 // newMgrHarnessWith is newMgrHarness with each manager's MaxInFlight
 // (0: the default) and each partition's initial write region.
 func newMgrHarnessWith(t *testing.T, cfg Config, parts, maxInFlight int, writeRegion func(i int) Region) *mgrHarness {
@@ -348,10 +358,7 @@ func TestManagerGlobalPauseRecordsSuppression(t *testing.T) {
 
 func TestManagerDrain(t *testing.T) {
 	cfg := FastConfig()
-	h := newMgrHarness(t, cfg, 10)
-	for i := 0; i < 20; i++ {
-		h.step(100 * time.Millisecond)
-	}
+	h := newSteadyHarness(t, cfg, 10)
 	h.mgrs[1].cfg.DrainConcurrency = 4
 	h.mgrs[1].Drain(h.now, "east", "kernel upgrade")
 	for i := 0; i < 100; i++ {
@@ -414,10 +421,7 @@ func TestManagerOwnHealthCountsFromLease(t *testing.T) {
 // unknown (a restarted node reading them back): the concurrency cap counts
 // running switchovers from those values.
 func TestManagerDrainWaitsForEveryState(t *testing.T) {
-	h := newMgrHarness(t, FastConfig(), 4)
-	for i := 0; i < 20; i++ {
-		h.step(100 * time.Millisecond)
-	}
+	h := newSteadyHarness(t, FastConfig(), 4)
 	m := h.mgrs[1]
 	m.parts["p-002"].have = false
 	m.Drain(h.now, "east", "test")
@@ -519,10 +523,7 @@ func TestManagerStalledFollowerNeedsAnotherKeepingUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := FastConfig()
-			h := newMgrHarness(t, cfg, 1)
-			for i := 0; i < 20; i++ {
-				h.step(100 * time.Millisecond)
-			}
+			h := newSteadyHarness(t, cfg, 1)
 			east := h.mgrs[1]
 			st := *h.replicas[1]["p-000"]
 			for i := 0; i < 50; i++ { // 5 s > GrayStall

@@ -74,10 +74,7 @@ func TestCatchUpFlipsEvaluateOnlyWhereDecideReadsThem(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newMgrHarness(t, FastConfig(), 1)
-			for i := 0; i < 20; i++ {
-				h.step(100 * time.Millisecond)
-			}
+			h := newSteadyHarness(t, FastConfig(), 1)
 			if tt.setup != nil {
 				tt.setup(h)
 			}
@@ -132,10 +129,7 @@ func TestLagTimerEvaluatesOnlyAStall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := FastConfig()
-			h := newMgrHarness(t, cfg, 1)
-			for i := 0; i < 20; i++ {
-				h.step(100 * time.Millisecond)
-			}
+			h := newSteadyHarness(t, cfg, 1)
 			east := h.mgrs[1]
 			h.reportEast(10, caughtUp("west", 10), caughtUp("north", 10))
 			h.step(100 * time.Millisecond)
@@ -180,10 +174,7 @@ func TestLagTimerEvaluatesOnlyAStall(t *testing.T) {
 // A status report equal to the one before changes nothing: it is counted
 // and dropped, with no evaluation; a changed one still goes through.
 func TestUnchangedStatusIsDropped(t *testing.T) {
-	h := newMgrHarness(t, FastConfig(), 1)
-	for i := 0; i < 20; i++ {
-		h.step(100 * time.Millisecond)
-	}
+	h := newSteadyHarness(t, FastConfig(), 1)
 	m := h.mgrs[1]
 	h.reportEast(7, caughtUp("west", 7), lagging("north", 5))
 	h.step(10 * time.Millisecond)
