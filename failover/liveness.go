@@ -122,6 +122,8 @@ type Liveness struct {
 	// nextProbe: when the suspects are next sent a heartbeat between
 	// rounds (probeSuspects).
 	nextProbe time.Duration
+	// now is the latest time the view was ticked or stepped at.
+	now time.Duration
 
 	// Gray: localGray[i] is this node's own gray verdict on node i;
 	// grayViews and heldViews are each node's last Gray and Withheld lists;
@@ -263,6 +265,7 @@ func (l *Liveness) start(now time.Duration) {
 
 // Tick sends a heartbeat round when one is due and refreshes the view.
 func (l *Liveness) Tick(now time.Duration) {
+	l.now = max(l.now, now)
 	l.start(now)
 	if now >= l.nextBeat {
 		l.seq++
@@ -365,7 +368,14 @@ func (l *Liveness) NextDeadline() time.Duration {
 	if len(l.suspects) > 0 {
 		next = min(next, l.nextProbe)
 	}
+	fresh := l.cfg.VoteFreshness() - l.cfg.MaxClockDrift
 	for i, n := range l.nodes {
+		// A view that votes against anyone stops counting when it goes
+		// stale (verdict, grayClaimed): a verdict changes then, with no
+		// message.
+		if at := l.viewAt[i] + fresh + 1; at > l.now && (len(l.views[i]) > 0 || len(l.heldViews[i]) > 0 || len(l.grayViews[i]) > 0) {
+			next = min(next, at)
+		}
 		if l.withholding[i] && !slices.Contains(l.held, n.ID) {
 			if at := l.withholdSince[i] + l.cfg.TakeoverDelay(); at < next {
 				next = at
@@ -418,6 +428,7 @@ func (l *Liveness) Step(now time.Duration, m Heartbeat) error {
 	if !ok || m.To != l.self.ID {
 		return fmt.Errorf("failover: liveness message %d->%d outside the topology", m.From, m.To)
 	}
+	l.now = max(l.now, now)
 	l.start(now)
 	l.lastHeard[i] = now
 	l.heardAny[i] = true

@@ -289,3 +289,65 @@ func TestLivenessProbesSuspects(t *testing.T) {
 		step(now, false)
 	}
 }
+
+// TestLivenessNextDeadlineCoversVerdicts: a driver that ticks the view only
+// at NextDeadline (and steps it on messages) misses no verdict change: a
+// verdict on any node never differs from the one at the last tick before
+// NextDeadline has come. Here node 2 declares node 1 failed on its own and
+// node 3's suspicion, then node 3 falls silent as well: node 2's verdict
+// on node 1 ends when node 3's view goes stale, with no message.
+func TestLivenessNextDeadlineCoversVerdicts(t *testing.T) {
+	cfg := FastConfig()
+	ls := newLivenessTrio(t, cfg)
+	type verdicts map[NodeID]bool
+	verdictsAt := func(l *Liveness, now time.Duration) verdicts {
+		v := verdicts{}
+		for _, n := range l.Nodes() {
+			v[n.ID], _, _ = l.Failed(n.ID, now)
+		}
+		return v
+	}
+	var lastTicked verdicts
+	changes := 0
+	cut := map[NodeID]bool{}
+	const tick = 10 * time.Millisecond
+	for now := time.Duration(0); now < 40*time.Second; now += tick {
+		switch now {
+		case 5 * time.Second:
+			cut[1] = true
+		case 15 * time.Second:
+			cut[3] = true
+		}
+		for _, id := range []NodeID{1, 3} { // node 2 is ticked lazily below
+			ls[id].Tick(now)
+		}
+		if v := verdictsAt(ls[2], now); lastTicked != nil && !assert.ObjectsAreEqual(v, lastTicked) {
+			require.GreaterOrEqual(t, now, ls[2].NextDeadline(), "verdicts changed at %v (%v -> %v) before the deadline", now, lastTicked, v)
+			changes++
+		}
+		if lastTicked == nil || now >= ls[2].NextDeadline() {
+			ls[2].Tick(now)
+			lastTicked = verdictsAt(ls[2], now)
+		}
+		for i := 0; i < 10; i++ {
+			any := false
+			for _, id := range []NodeID{1, 2, 3} {
+				for _, m := range ls[id].Ready() {
+					any = true
+					if !cut[m.From] && !cut[m.To] {
+						require.NoError(t, ls[m.To].Step(now, m))
+						if m.To == 2 {
+							lastTicked = verdictsAt(ls[2], now)
+						}
+					}
+				}
+			}
+			if !any {
+				break
+			}
+		}
+	}
+	f, _, _ := ls[2].Failed(1, 40*time.Second)
+	require.False(t, f, "node 3's vote went stale")
+	require.Positive(t, changes, "no verdict changed between messages: the test tests nothing")
+}

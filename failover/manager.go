@@ -458,10 +458,24 @@ func (m *Manager) StepHeartbeat(now time.Duration, hb Heartbeat) error {
 }
 
 // Tick advances time: heartbeats, liveness changes and due re-evaluations.
+// A driver calls it once at start (the first heartbeat round goes out
+// then) and then at NextDeadline; after other inputs Evaluate suffices.
 func (m *Manager) Tick(now time.Duration) {
 	m.now = now
 	m.live.Tick(now)
 	m.refreshLiveness(now)
+	m.Evaluate(now)
+}
+
+// Evaluate is Tick without advancing the liveness view: the partition
+// timers due, the drains, and the partitions marked by inputs (status
+// reports, register values, CAS and read outcomes, client errors). A
+// driver calls it after such inputs and Tick at NextDeadline and after
+// StepHeartbeat: the view changes with time only at its own deadlines, so
+// refreshing it after every input (a verdict per node, each report) bought
+// nothing.
+func (m *Manager) Evaluate(now time.Duration) {
+	m.now = now
 	for len(m.timers) > 0 && m.timers[0].at <= now {
 		t := m.timers.pop()
 		if p := t.p; p.timerAt == t.at {

@@ -189,3 +189,31 @@ func TestUnchangedStatusIsDropped(t *testing.T) {
 	h.reportEast(7, caughtUp("west", 7), lagging("north", 6)) // north's match moved
 	assert.Equal(t, after.StatusUnchanged, m.Stats().StatusUnchanged)
 }
+
+// Evaluate handles inputs without advancing the liveness view: a status
+// report is evaluated at once, while a suspicion that came due waits for
+// Tick (which the driver runs at NextDeadline).
+func TestEvaluateLeavesTheViewToTick(t *testing.T) {
+	h := newSteadyHarness(t, FastConfig(), 1)
+	m := h.mgrs[1]
+	seq := m.Liveness().ViewSeq()
+	later := h.now + 10*FastConfig().TakeoverDelay() // nothing heard from west or north since
+	require.LessOrEqual(t, m.NextDeadline(), later)
+	before := m.Stats().Evaluations
+	st := *h.replicas[1][recheckPart]
+	st.LastLSN++
+	st.Followers = []FollowerStatus{{Region: "west", MatchLSN: st.LastLSN - 1, InRule: true}, caughtUp("north", st.LastLSN)}
+	m.UpdateReplicaAt(later, mustHandle(t, m, recheckPart), st)
+	m.Evaluate(later)
+	assert.Greater(t, m.Stats().Evaluations, before, "the report was evaluated")
+	assert.Equal(t, seq, m.Liveness().ViewSeq(), "Evaluate advanced the view")
+	assert.Empty(t, m.Ready().Heartbeats, "Evaluate sent heartbeats")
+	m.Tick(later)
+	assert.NotEqual(t, seq, m.Liveness().ViewSeq(), "Tick suspects the silent nodes")
+}
+
+func mustHandle(t *testing.T, m *Manager, name string) PartitionHandle {
+	h, ok := m.Handle(name)
+	require.True(t, ok)
+	return h
+}

@@ -138,6 +138,7 @@ func (n *foNode) boot(first bool) error {
 		}
 		n.markDirty(i)
 	}
+	mgr.Tick(now) // starts the liveness view: its first round goes out now
 	n.pump()
 	return nil
 }
@@ -334,8 +335,11 @@ func (n *foNode) pump() {
 			n.flushStatus()
 		}
 		if n.fed {
+			// Inputs (heartbeats included: StepHeartbeat refreshed the
+			// view) only mark partitions; the view's own clock is
+			// ticked at its deadlines (foEvMgrTick).
 			n.fed = false
-			n.mgr.Tick(n.local())
+			n.mgr.Evaluate(n.local())
 		}
 		rd := n.mgr.Ready()
 		if len(rd.Heartbeats)+len(rd.Proposals)+len(rd.Actions)+len(rd.Reads) > 0 {
