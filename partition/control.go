@@ -170,6 +170,7 @@ func (r *Replica) setWriteQuorum(now time.Duration, wq quorum.WriteQuorum) error
 		}
 	}
 	l.followers = slices.DeleteFunc(l.followers, func(f follower) bool { return !wq.IsReplica(f.region) })
+	r.unreachable = slices.DeleteFunc(r.unreachable, func(reg Region) bool { return !wq.IsReplica(reg) })
 	for _, reg := range wq.Replicas {
 		if reg != r.region() && r.follower(reg) == nil {
 			l.followers = append(l.followers, r.newFollower(now, reg))

@@ -34,8 +34,10 @@ func (h *Host) SetReachable(now time.Duration, p ID, reg Region, reachable bool)
 	if err != nil {
 		return err
 	}
-	if reg == "" || reg == r.region() {
-		return fmt.Errorf("partition %d: set reachable %q from %s: %w", p, reg, r.region(), ErrBadRequest)
+	if reg == r.region() || !r.wq.IsReplica(reg) {
+		// Only the other replicas' regions: the record stays as small as
+		// the replica set.
+		return fmt.Errorf("partition %d: set reachable %q from %s: not another replica's region: %w", p, reg, r.region(), ErrBadRequest)
 	}
 	r.setReachable(now, reg, reachable)
 	h.schedule(now, r)

@@ -138,6 +138,7 @@ func TestSetReachableValidates(t *testing.T) {
 	require.NoError(t, s.h.Create(0, 1, Spec{Level: levelOf(Strong), Quorum: testQuorum("a"), Epoch: 1}, 0))
 	require.ErrorIs(t, s.h.SetReachable(0, 1, "a", false), ErrBadRequest, "its own region")
 	require.ErrorIs(t, s.h.SetReachable(0, 1, "", false), ErrBadRequest)
+	require.ErrorIs(t, s.h.SetReachable(0, 1, "mars", false), ErrBadRequest, "not a replica's region")
 	require.ErrorIs(t, s.h.SetReachable(0, 2, "b", false), ErrUnknownPartition)
 	require.NoError(t, s.h.SetReachable(0, 1, "b", false))
 	require.NoError(t, s.h.SetReachable(0, 1, "b", false), "idempotent")
