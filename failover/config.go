@@ -21,7 +21,7 @@ type Config struct {
 	// alive. Heartbeats are per node, never per partition.
 	HeartbeatInterval time.Duration
 	// SuspectProbeInterval is how often, between heartbeat rounds, a node
-	// sends a heartbeat to each node it suspects: a node that comes back
+	// sends a probe (KindProbe) to each node it suspects: a node that comes back
 	// (a healed link, a restart) is noticed within it rather than at its
 	// next round. The write regions stop probing replicas on a suspected
 	// node (partition.Host.SetReachable) and count on this one probe per

@@ -119,8 +119,8 @@ type Liveness struct {
 	lastAssert []time.Duration
 	suspects   []NodeID // own view
 	viewSeq    uint64
-	// nextProbe: when the suspects are next sent a heartbeat between
-	// rounds (probeSuspects).
+	// nextProbe: when the suspects are next sent a probe between rounds
+	// (probeSuspects).
 	nextProbe time.Duration
 	// now is the latest time the view was ticked or stepped at.
 	now time.Duration
@@ -362,7 +362,9 @@ func (l *Liveness) grayClaimed(i int, now time.Duration) bool {
 	return false
 }
 
-// NextDeadline is when Tick next has work: a heartbeat or a suspicion.
+// NextDeadline is when Tick next has work: a heartbeat round, a probe of
+// the suspects, a suspicion, a withholding that turns into a vote, or a
+// vote that goes stale.
 func (l *Liveness) NextDeadline() time.Duration {
 	next := l.nextBeat
 	if len(l.suspects) > 0 {
