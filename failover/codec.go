@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+	"unique"
 
 	"github.com/fmnode/fmnode/progress"
 	"github.com/fmnode/fmnode/quorum"
@@ -117,10 +118,10 @@ func Decode(b []byte) (State, error) {
 	var s State
 	s.Partition = d.str("partition", progress.MaxPartitionBytes)
 	s.Epoch = Epoch(d.uvarint("epoch"))
-	s.WriteRegion = Region(d.str("write region", progress.MaxRegionBytes))
+	s.WriteRegion = d.region("write region")
 	s.Phase = Phase(d.byte("phase"))
 	s.Consistency = Consistency(d.byte("consistency"))
-	s.Target = Region(d.str("target", progress.MaxRegionBytes))
+	s.Target = d.region("target")
 	s.PhaseSince = time.Duration(d.varint("phase since"))
 	s.FenceRecorded = d.bool("fence recorded")
 	s.SwitchoverLSN = LSN(d.uvarint("switchover LSN"))
@@ -131,7 +132,7 @@ func Decode(b []byte) (State, error) {
 	n := d.count("progress", MaxRegions)
 	for i := 0; i < n && d.err == nil; i++ {
 		s.Progress = append(s.Progress, RegionProgress{
-			Region: Region(d.str("progress region", progress.MaxRegionBytes)),
+			Region: d.region("progress region"),
 			Epoch:  Epoch(d.uvarint("progress epoch")),
 			LSN:    LSN(d.uvarint("progress LSN")),
 		})
@@ -150,16 +151,16 @@ func Decode(b []byte) (State, error) {
 			Epoch:    Epoch(d.uvarint("history epoch")),
 			At:       time.Duration(d.varint("history time")),
 			Kind:     DecisionKind(d.byte("history kind")),
-			From:     Region(d.str("history from", progress.MaxRegionBytes)),
-			To:       Region(d.str("history to", progress.MaxRegionBytes)),
-			Proposer: Region(d.str("history proposer", progress.MaxRegionBytes)),
+			From:     d.region("history from"),
+			To:       d.region("history to"),
+			Proposer: d.region("history proposer"),
 			Reason:   d.str("history reason", MaxReasonBytes),
 		})
 	}
 	if format >= stateFormatV2 {
 		n = d.count("quorum flaps", MaxRegions)
 		for i := 0; i < n && d.err == nil; i++ {
-			f := QuorumFlap{Region: Region(d.str("quorum flap region", progress.MaxRegionBytes))}
+			f := QuorumFlap{Region: d.region("quorum flap region")}
 			k := d.count("quorum flap shrinks", MaxFlapRecords)
 			for j := 0; j < k && d.err == nil; j++ {
 				f.Shrinks = append(f.Shrinks, time.Duration(d.varint("quorum flap shrink")))
@@ -273,11 +274,21 @@ func (d *reader) str(what string, max int) string {
 	return s
 }
 
+// region reads a region name, interned: thousands of registers name the
+// same few regions, and a decoded state is kept per partition per node.
+func (d *reader) region(what string) Region {
+	s := d.str(what, progress.MaxRegionBytes)
+	if s == "" {
+		return ""
+	}
+	return Region(unique.Make(s).Value())
+}
+
 func (d *reader) regions(what string) []Region {
 	n := d.count(what, MaxRegions)
 	var out []Region
 	for i := 0; i < n && d.err == nil; i++ {
-		out = append(out, Region(d.str(what, progress.MaxRegionBytes)))
+		out = append(out, d.region(what))
 	}
 	return out
 }

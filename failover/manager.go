@@ -144,10 +144,13 @@ type Manager struct {
 	// violation is the first skipped evaluation that VerifySkips found
 	// would have decided differently.
 	violation error
-	live      *Liveness
-	self      Node
-	parts     map[string]*partition
-	names     []string // sorted
+	// lastPlacement is the placement AddPartition stored last (shared by
+	// the partitions placed alike).
+	lastPlacement []RegionNode
+	live          *Liveness
+	self          Node
+	parts         map[string]*partition
+	names         []string // sorted
 	// sorted holds the partitions in the order of names.
 	sorted []*partition
 	// evBuf backs the evidence of the evaluation running now: evaluate
@@ -299,8 +302,11 @@ type partition struct {
 	// when; backups act after a stagger.
 	pendingKey   string
 	pendingSince time.Duration
-	last         Decision
-	timerAt      time.Duration
+	// last is what quiet and LastDecision need of the latest decision:
+	// the whole Decision (reasons, candidates) made this struct, one per
+	// partition per node, 144 bytes larger (Explain recomputes them).
+	last    lastDecision
+	timerAt time.Duration
 	// dirty: the partition is in Manager.dirty.
 	dirty bool
 	// changed: something an evaluation reads may have changed since the
@@ -416,7 +422,14 @@ func (m *Manager) AddPartition(pl Placement) error {
 	if _, dup := m.parts[pl.Partition]; dup {
 		return fmt.Errorf("failover: partition %q added twice", pl.Partition)
 	}
-	p := &partition{name: pl.Partition, placement: slices.Clone(pl.Replicas), qidx: -1}
+	// Placements repeat (the same nodes host partition after partition):
+	// one equal to the last added shares its array, which nothing writes.
+	placement := m.lastPlacement
+	if !slices.Equal(placement, pl.Replicas) {
+		placement = slices.Clip(slices.Clone(pl.Replicas))
+		m.lastPlacement = placement
+	}
+	p := &partition{name: pl.Partition, placement: placement, qidx: -1}
 	mine := 0
 	p.soleSelf = true
 	for i, rn := range pl.Replicas {
@@ -1266,7 +1279,7 @@ func (m *Manager) evaluateOne(now time.Duration, p *partition) {
 	ev := m.evidenceInto(now, p, m.evBuf)
 	m.evBuf = ev.Replicas[:0]
 	d := Decide(m.cfg.Failover, p.state, ev)
-	p.last = d
+	p.last = lastDecision{Kind: d.Kind, Suppressed: d.Suppressed, RetryAt: d.RetryAt}
 	if d.Suppressed != "" {
 		m.stats.Suppressed++
 		key := "suppressed:" + d.Suppressed
@@ -1594,13 +1607,22 @@ func (m *Manager) tickDrains(now time.Duration) {
 	}
 }
 
-// LastDecision returns the most recent decision for a partition.
+// lastDecision is the part of a Decision a partition keeps.
+type lastDecision struct {
+	Kind       DecisionKind
+	Suppressed string
+	RetryAt    time.Duration
+}
+
+// LastDecision returns the kind, suppression and retry time of the most
+// recent decision for a partition (Explain gives a decision's reasons and
+// candidates).
 func (m *Manager) LastDecision(name string) (Decision, bool) {
 	p := m.parts[name]
 	if p == nil {
 		return Decision{}, false
 	}
-	return p.last, true
+	return Decision{Kind: p.last.Kind, Suppressed: p.last.Suppressed, RetryAt: p.last.RetryAt}, true
 }
 
 // ManagerReady is what the driver must carry out.

@@ -116,7 +116,7 @@ func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.
 	r.role = RoleLeader
 	r.writeRegion = r.region()
 	r.dropWriteRegion() // of an earlier epoch, if any
-	r.wq = r.h.internQuorum(wq)
+	r.setQuorum(wq)
 	r.hist = r.hist.push(e, r.last).trim(r.logBase, r.h.cfg.MaxEpochHistory)
 	r.fol = followerState{}
 	r.becomeWriteRegion(now)
@@ -160,7 +160,7 @@ func (r *Replica) setWriteQuorum(now time.Duration, wq quorum.WriteQuorum) error
 	if wq.WriteRegion != r.region() {
 		return fmt.Errorf("partition %d: set write quorum with write region %q in %s: %w", r.id, wq.WriteRegion, r.region(), ErrBadRequest)
 	}
-	r.wq = r.h.internQuorum(wq)
+	r.setQuorum(wq)
 	l := r.leader
 	// A follower leaving the replica set hears nothing more, so it may
 	// serve bounded reads on its grant until the grant ends: keep it.
@@ -170,7 +170,6 @@ func (r *Replica) setWriteQuorum(now time.Duration, wq quorum.WriteQuorum) error
 		}
 	}
 	l.followers = slices.DeleteFunc(l.followers, func(f follower) bool { return !wq.IsReplica(f.region) })
-	r.unreachable = slices.DeleteFunc(r.unreachable, func(reg Region) bool { return !wq.IsReplica(reg) })
 	for _, reg := range wq.Replicas {
 		if reg != r.region() && r.follower(reg) == nil {
 			l.followers = append(l.followers, r.newFollower(now, reg))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/fmnode/fmnode/quorum"
 )
 
 // Reachability: the driver's node liveness (one heartbeat stream per pair
@@ -48,14 +50,14 @@ func (h *Host) SetReachable(now time.Duration, p ID, reg Region, reachable bool)
 // unreachable.
 func (h *Host) Unreachable(p ID, reg Region) bool {
 	r, ok := h.lookup(p)
-	return ok && slices.Contains(r.unreachable, reg)
+	return ok && r.isUnreachable(reg)
 }
 
 func (r *Replica) setReachable(now time.Duration, reg Region, reachable bool) {
 	if reachable {
 		r.markReachable(reg)
-	} else if !slices.Contains(r.unreachable, reg) {
-		r.unreachable = append(r.unreachable, reg)
+	} else {
+		r.markUnreachable(reg)
 	}
 	f := r.follower(reg)
 	if f == nil || f.unreachable == !reachable {
@@ -72,15 +74,36 @@ func (r *Replica) setReachable(now time.Duration, reg Region, reachable bool) {
 	}
 }
 
-// markReachable forgets reg's unreachable record.
-func (r *Replica) markReachable(reg Region) {
-	if i := slices.Index(r.unreachable, reg); i >= 0 {
-		r.unreachable = slices.Delete(r.unreachable, i, i+1)
+// unreachableBit is reg's mark in Replica.unreachable (0: not a replica,
+// or past the 64th: never marked, such a follower is probed as before).
+func (r *Replica) unreachableBit(reg Region) uint64 {
+	if i := slices.Index(r.wq.Replicas, reg); i >= 0 && i < 64 {
+		return 1 << i
+	}
+	return 0
+}
+
+func (r *Replica) isUnreachable(reg Region) bool { return r.unreachable&r.unreachableBit(reg) != 0 }
+func (r *Replica) markUnreachable(reg Region)    { r.unreachable |= r.unreachableBit(reg) }
+
+// markReachable forgets reg's unreachable mark.
+func (r *Replica) markReachable(reg Region) { r.unreachable &^= r.unreachableBit(reg) }
+
+// setQuorum installs wq, keeping the unreachable marks of the regions
+// that stay replicas (the marks go by index into wq.Replicas).
+func (r *Replica) setQuorum(wq quorum.WriteQuorum) {
+	old, marks := r.wq.Replicas, r.unreachable
+	r.wq = r.h.internQuorum(wq)
+	r.unreachable = 0
+	for i, reg := range old {
+		if i < 64 && marks&(1<<i) != 0 {
+			r.markUnreachable(reg)
+		}
 	}
 }
 
 // newFollower is the write region's fresh view of the follower in reg.
 func (r *Replica) newFollower(now time.Duration, reg Region) follower {
 	return follower{region: reg, next: r.last + 1, floor: r.last + 1, lastAck: now, lastReset: now,
-		unreachable: slices.Contains(r.unreachable, reg)}
+		unreachable: r.isUnreachable(reg)}
 }

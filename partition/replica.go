@@ -13,12 +13,19 @@ import (
 // state in memory (that lives in the store), only the ops not yet applied
 // and, on a write region, a bounded tail of recent ops for replication.
 type Replica struct {
-	id    ID
+	// The small fields share a word (with tens of thousands of replicas
+	// per host, a struct over 512 bytes costs the next size class, 576).
+	id           ID
+	role         Role
+	needSnapshot bool
+	metaDirty    bool
+	applyDirty   bool
+	dirty        bool
+
 	h     *Host
 	level Level
 
 	epoch       Epoch
-	role        Role
 	writeRegion Region
 	wq          quorum.WriteQuorum
 	hist        history
@@ -37,7 +44,6 @@ type Replica struct {
 	undoFloor    LSN
 	readableFrom LSN
 	readBarrier  LSN // strong reads wait until commit reaches it
-	needSnapshot bool
 
 	// tail holds the ops (tailBase, last]; tailBase <= applied.
 	tail     []Op
@@ -47,10 +53,11 @@ type Replica struct {
 	leader      *leaderState
 	leaderSince time.Duration
 	fol         followerState
-	// unreachable lists the regions whose replica the driver reported
-	// unreachable (SetReachable): kept outside leaderState so that a
-	// write region this replica becomes later starts out knowing it.
-	unreachable []Region
+	// unreachable marks, by index into wq.Replicas, the regions whose
+	// replica the driver reported unreachable (SetReachable): kept
+	// outside leaderState so that a write region this replica becomes
+	// later starts out knowing it (setQuorum keeps the marks by region).
+	unreachable uint64
 
 	leaseUntil time.Duration
 	// leaseGen and leaseEpoch: the node lease run and the epoch the
@@ -59,13 +66,9 @@ type Replica struct {
 	leaseGen   uint64
 	leaseEpoch Epoch
 
-	cur        *Write
-	sealed     []Write
-	done       []Reply
-	metaDirty  bool
-	applyDirty bool
-
-	dirty   bool
+	cur     *Write
+	sealed  []Write
+	done    []Reply
 	timerAt time.Duration
 }
 
@@ -77,15 +80,15 @@ type followerState struct {
 	grantP     time.Duration
 	grantNeed  LSN
 	grantFor   time.Duration
-	hasGrant   bool
 	freshUntil time.Duration
+	lastProbe  time.Duration
+	snapIn     *snapIn
+	hasGrant   bool
 	member     bool
 	// heardLeader: a message of the write region of this epoch arrived
 	// (it surely took the epoch; see inheritGrants).
 	heardLeader bool
 	wantGrant   bool
-	lastProbe   time.Duration
-	snapIn      *snapIn
 	// announce: tell the write region this replica is here (an answer it
 	// did not ask for). Set when the replica learns its write region other
 	// than from that region's own message (a restart, a fence, a stale
@@ -152,7 +155,7 @@ func (r *Replica) recover(now time.Duration, rec *Recovered) error {
 	}
 	r.level = m.Level
 	r.epoch, r.role, r.writeRegion = m.Epoch, m.Role, m.WriteRegion
-	r.wq = r.h.internQuorum(m.Quorum)
+	r.setQuorum(m.Quorum)
 	r.hist = history(m.History).clone()
 	r.logBase, r.logBaseEpoch = m.LogBase, m.LogBaseEpoch
 	r.needSnapshot = m.NeedSnapshot
@@ -203,7 +206,7 @@ func (r *Replica) recover(now time.Duration, rec *Recovered) error {
 func (r *Replica) create(now time.Duration, spec *Spec) {
 	r.level = spec.Level
 	r.epoch = spec.Epoch
-	r.wq = r.h.internQuorum(spec.Quorum)
+	r.setQuorum(spec.Quorum)
 	r.writeRegion = spec.Quorum.WriteRegion
 	r.role = RoleFollower
 	if spec.Quorum.WriteRegion == r.h.cfg.Region {

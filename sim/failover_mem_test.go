@@ -32,8 +32,10 @@ func TestFailoverMemoryPerPartition(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perReplica := float64(after.HeapAlloc-before.HeapAlloc) / float64(parts*len(fw.nodes))
 	t.Logf("heap per partition per node (manager + replica + store + acceptor): %.0f bytes", perReplica)
-	// The goal is 4 KiB (issue 5; 3.9 KB measured when this bound was
-	// set): the bound leaves room for noise, not for a regression.
-	require.Less(t, perReplica, 4608.0)
+	// The goal is 4 KiB (issue 5). The bound was 4.5 KiB "for noise" and
+	// let the figure creep to 4,559 B unnoticed through two sessions of
+	// merges; the measurement varies by a few bytes, so the test holds the
+	// goal itself.
+	require.Less(t, perReplica, 4096.0)
 	runtime.KeepAlive(fw)
 }
