@@ -70,6 +70,7 @@ func TestUnreachableFollowerGetsNoContact(t *testing.T) {
 				if f.Region == "c" {
 					require.Equal(t, LSN(5), f.Match, "c stopped getting ops")
 				}
+				require.Equal(t, tc.unreachable && f.Region == "b", f.Unreachable, "progress of %s", f.Region)
 			}
 		})
 	}

@@ -138,6 +138,9 @@ type FollowerProgress struct {
 	Region      Region
 	Match, Next LSN
 	Snapshot    bool // a snapshot transfer is in progress
+	// Unreachable: the driver reported the follower's node down
+	// (SetReachable), so the write region sends it nothing for now.
+	Unreachable bool
 }
 
 // Position returns the progress as a session token of the last op.
@@ -677,7 +680,8 @@ func (r *Replica) progressWith(history bool, followers []FollowerProgress) Progr
 		}
 		for i := range r.leader.followers {
 			f := &r.leader.followers[i]
-			p.Followers = append(p.Followers, FollowerProgress{Region: f.region, Match: f.match, Next: f.next, Snapshot: f.snap != nil})
+			p.Followers = append(p.Followers, FollowerProgress{Region: f.region, Match: f.match, Next: f.next, Snapshot: f.snap != nil,
+				Unreachable: f.unreachable})
 		}
 	}
 	return p
