@@ -232,71 +232,39 @@ type partition struct {
 	name      string
 	placement []RegionNode
 	myRegion  Region
-	hasMine   bool
 
-	have    bool
 	version uint64
 	state   State
 
-	local    ReplicaStatus
-	hasLocal bool
+	local ReplicaStatus
 	// statusSeq counts the local replica's status reports.
 	statusSeq uint64
 	// grow: regions this node, as write region, counts in its commit rule
 	// ahead of the register (prepared grows), in region order.
 	grow []pendingGrow
-	gray string
-	// grayOp: SetGray set gray (an operator or an outside detector);
-	// the manager's own detector never clears it.
-	grayOp bool
-	// grayNode: the node this partition's gray verdict counts against in
-	// Manager.grayBy (grayCounted).
-	grayNode    NodeID
-	grayCounted bool
-	// Gray detection (see ReportClientError): client errors against
-	// the write region at grayEpoch since grayFrom, the last at
-	// grayLast, while the local commit LSN stayed at grayCommit.
-	grayErrs   int
-	grayFrom   time.Duration
-	grayLast   time.Duration
-	grayEpoch  Epoch
-	grayCommit LSN
-	grayLastOp LSN
+	// gs is the gray-failure bookkeeping, nil while there is none (client
+	// errors against a live write region are rare: out of line, it costs
+	// a pointer per partition instead of 90 bytes).
+	gs *grayState
 	// lag is the write region's record of each follower that holds less
 	// than it has assigned: since when its match LSN stands still.
-	lag      []followerLag
-	inflight bool
+	lag []followerLag
 	// inflightV is the register version the proposal in flight was made
 	// against.
 	inflightV uint64
 	// create: the value to write if the register has none (Create).
 	create *State
-	// readWant: a read-back was asked for (RequestRead) and has not been
-	// handed over; reading: it is with the driver; readRetryAt: a failed
-	// read is asked again no sooner.
-	readWant    bool
-	reading     bool
-	readRetryAt time.Duration
-	// qidx is the partition's index in Manager.waiting (-1: not waiting)
-	// and qclass the class it waits in.
-	qidx   int
-	qclass opClass
 	// inflightGen is the lease run the proposal in flight was made in
 	// (0: made without a lease); inflightMine and inflightEpoch say whether
 	// it makes this region write region, and of which epoch.
 	inflightGen   uint64
-	inflightMine  bool
 	inflightEpoch Epoch
 	// validGen and validEpoch: a register write this node proposed within
 	// lease run validGen committed with this region as write region of
 	// validEpoch (ActValidateLease was emitted for them).
 	validGen   uint64
 	validEpoch Epoch
-	// stale: a proposal lost a CAS; nothing is proposed until a newer
-	// register value is observed (the driver reads it back).
-	stale     bool
-	inflightK DecisionKind
-	inflightT Region
+	inflightT  Region
 
 	// pending is the decision awaiting its preferred proposer, and since
 	// when; backups act after a stagger.
@@ -307,6 +275,28 @@ type partition struct {
 	// partition per node, 144 bytes larger (Explain recomputes them).
 	last    lastDecision
 	timerAt time.Duration
+	// readRetryAt: a failed read is asked again no sooner.
+	readRetryAt time.Duration
+	// qidx is the partition's index in Manager.waiting (-1: not waiting)
+	// and qclass the class it waits in.
+	qidx int
+
+	// The flags share two words (one partition per hosted partition per
+	// node: the struct stays in the 768-byte size class).
+	qclass    opClass
+	inflightK DecisionKind
+	hasMine   bool
+	have      bool
+	hasLocal  bool
+	inflight  bool
+	// readWant: a read-back was asked for (RequestRead) and has not been
+	// handed over; reading: it is with the driver.
+	readWant     bool
+	reading      bool
+	inflightMine bool
+	// stale: a proposal lost a CAS; nothing is proposed until a newer
+	// register value is observed (the driver reads it back).
+	stale bool
 	// dirty: the partition is in Manager.dirty.
 	dirty bool
 	// changed: something an evaluation reads may have changed since the
@@ -317,6 +307,58 @@ type partition struct {
 	// soleSelf: the placement names each region once and exactly one
 	// replica on this node (quiet relies on it).
 	soleSelf bool
+}
+
+// grayState is a partition's gray-failure bookkeeping.
+type grayState struct {
+	why string // the gray verdict ("" none)
+	// op: SetGray set the verdict (an operator or an outside detector);
+	// the manager's own detector never clears it.
+	op bool
+	// node: the node the verdict counts against in Manager.grayBy
+	// (counted).
+	node    NodeID
+	counted bool
+	// Gray detection (see ReportClientError): client errors against the
+	// write region at epoch since from, the last at last, while the local
+	// commit LSN stayed at commit (and the last LSN at lastOp).
+	errs   int
+	from   time.Duration
+	last   time.Duration
+	epoch  Epoch
+	commit LSN
+	lastOp LSN
+}
+
+// grayErrs is the client errors counted against p's write region.
+func (p *partition) grayErrs() int {
+	if p.gs == nil {
+		return 0
+	}
+	return p.gs.errs
+}
+
+// grayWhy is p's gray verdict ("" none).
+func (p *partition) grayWhy() string {
+	if p.gs == nil {
+		return ""
+	}
+	return p.gs.why
+}
+
+// gray returns p's gray bookkeeping, creating it.
+func (p *partition) gray() *grayState {
+	if p.gs == nil {
+		p.gs = &grayState{}
+	}
+	return p.gs
+}
+
+// dropIdleGray frees p's gray bookkeeping once it holds nothing.
+func (p *partition) dropIdleGray() {
+	if g := p.gs; g != nil && g.errs == 0 && g.why == "" && !g.counted {
+		p.gs = nil
+	}
 }
 
 // Manager defaults for the zero ManagerConfig fields.
@@ -589,7 +631,7 @@ func (m *Manager) ObserveState(now time.Duration, name string, version uint64, s
 	if p == nil || (p.have && version <= p.version) {
 		return
 	}
-	if p.grayErrs > 0 && s.Epoch != p.grayEpoch {
+	if p.grayErrs() > 0 && s.Epoch != p.gs.epoch {
 		m.clearGray(p) // a new write region: the evidence was about the old one
 	}
 	p.have, p.version, p.state = true, version, s
@@ -732,7 +774,7 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 	if p == nil {
 		return
 	}
-	if p.grayErrs > 0 && (st.CommitLSN > p.grayCommit || st.LastLSN > p.grayLastOp || st.Epoch != p.local.Epoch) {
+	if p.grayErrs() > 0 && (st.CommitLSN > p.gs.commit || st.LastLSN > p.gs.lastOp || st.Epoch != p.local.Epoch) {
 		// The commit LSN moves again, or ops still arrive (a member, not
 		// the write region, holds commits back): the write region's data
 		// plane works, whatever the clients saw.
@@ -843,8 +885,9 @@ func sameInSync(a, b ReplicaStatus) bool {
 // The manager detects this itself from ReportClientError and the local
 // replica's commit LSN; SetGray is for an outside detector or an operator.
 func (m *Manager) SetGray(now time.Duration, name, why string) {
-	if p := m.parts[name]; p != nil && p.gray != why {
-		p.gray, p.grayOp = why, why != ""
+	if p := m.parts[name]; p != nil && p.grayWhy() != why {
+		g := p.gray()
+		g.why, g.op = why, why != ""
 		m.syncGray(now, p)
 		m.markDirty(p)
 	}
@@ -866,14 +909,15 @@ func (m *Manager) ReportClientError(now time.Duration, name string, r Region, e 
 		p.myRegion == p.state.WriteRegion || p.local.WriteRegion {
 		return
 	}
-	if p.grayErrs > 0 && (p.grayEpoch != p.state.Epoch || now-p.grayLast > m.cfg.Failover.GrayStall) {
+	if p.grayErrs() > 0 && (p.gs.epoch != p.state.Epoch || now-p.gs.last > m.cfg.Failover.GrayStall) {
 		m.clearGray(p) // errors from another epoch, or they had stopped
 	}
-	if p.grayErrs == 0 {
-		p.grayFrom, p.grayEpoch, p.grayCommit, p.grayLastOp = now, p.state.Epoch, p.local.CommitLSN, p.local.LastLSN
+	g := p.gray()
+	if g.errs == 0 {
+		g.from, g.epoch, g.commit, g.lastOp = now, p.state.Epoch, p.local.CommitLSN, p.local.LastLSN
 	}
-	p.grayErrs++
-	p.grayLast = now
+	g.errs++
+	g.last = now
 	m.checkGray(now, p)
 }
 
@@ -881,20 +925,21 @@ func (m *Manager) ReportClientError(now time.Duration, name string, r Region, e 
 // timer for when it may.
 func (m *Manager) checkGray(now time.Duration, p *partition) {
 	cfg := m.cfg.Failover
-	if p.grayErrs == 0 || p.gray != "" {
+	g := p.gs
+	if g == nil || g.errs == 0 || g.why != "" {
 		return
 	}
-	if now-p.grayLast > cfg.GrayStall || p.grayEpoch != p.state.Epoch {
+	if now-g.last > cfg.GrayStall || g.epoch != p.state.Epoch {
 		m.clearGray(p)
 		return
 	}
-	due := p.grayFrom + cfg.GrayStall
-	if now < due || p.grayErrs < cfg.GrayMinErrors {
+	due := g.from + cfg.GrayStall
+	if now < due || g.errs < cfg.GrayMinErrors {
 		m.setTimer(p, max(due, now+cfg.HeartbeatInterval))
 		return
 	}
-	p.gray = fmt.Sprintf("commit LSN stalled at %d for %v while clients reported %d errors", p.grayCommit, now-p.grayFrom, p.grayErrs)
-	m.event(p.name, DecideFailover, "gray failure of "+string(p.state.WriteRegion)+": "+p.gray+
+	g.why = fmt.Sprintf("commit LSN stalled at %d for %v while clients reported %d errors", g.commit, now-g.from, g.errs)
+	m.event(p.name, DecideFailover, "gray failure of "+string(p.state.WriteRegion)+": "+g.why+
 		"; withholding its lease until a quorum of observers agrees")
 	m.syncGray(now, p)
 	m.markDirty(p)
@@ -961,10 +1006,12 @@ func (m *Manager) stalled(now time.Duration, p *partition, r Region) (time.Durat
 }
 
 func (m *Manager) clearGray(p *partition) {
-	p.grayErrs = 0
-	if p.gray != "" && !p.grayOp {
-		p.gray = ""
-		m.markDirty(p)
+	if g := p.gs; g != nil {
+		g.errs = 0
+		if g.why != "" && !g.op {
+			g.why = ""
+			m.markDirty(p)
+		}
 	}
 	m.syncGray(m.now, p)
 }
@@ -973,24 +1020,29 @@ func (m *Manager) clearGray(p *partition) {
 // gray verdict: a node judged gray for any hosted partition is claimed gray
 // in the liveness views, so that its lease lapses before a takeover.
 func (m *Manager) syncGray(now time.Duration, p *partition) {
+	g := p.gs
+	if g == nil {
+		return
+	}
 	node, ok := NodeID(0), false
-	if p.gray != "" && p.have {
+	if g.why != "" && p.have {
 		node, ok = m.nodeOf(p, p.state.WriteRegion)
 		ok = ok && node != m.self.ID
 	}
-	if p.grayCounted && (!ok || node != p.grayNode) {
-		p.grayCounted = false
-		if m.grayBy[p.grayNode]--; m.grayBy[p.grayNode] <= 0 {
-			delete(m.grayBy, p.grayNode)
-			m.live.SetGray(now, p.grayNode, false)
+	if g.counted && (!ok || node != g.node) {
+		g.counted = false
+		if m.grayBy[g.node]--; m.grayBy[g.node] <= 0 {
+			delete(m.grayBy, g.node)
+			m.live.SetGray(now, g.node, false)
 		}
 	}
-	if ok && !p.grayCounted {
-		p.grayCounted, p.grayNode = true, node
+	if ok && !g.counted {
+		g.counted, g.node = true, node
 		if m.grayBy[node]++; m.grayBy[node] == 1 {
 			m.live.SetGray(now, node, true)
 		}
 	}
+	p.dropIdleGray()
 }
 
 // SetGlobalPause suppresses (or resumes) automatic failover everywhere.
@@ -1095,8 +1147,8 @@ func (m *Manager) evidenceInto(now time.Duration, p *partition, buf []ReplicaEvi
 		case failed && m.live.GrayFailed(n, now):
 			ev.WriteRegionFailed = true
 			why := "reported by another observer"
-			if p.gray != "" {
-				why = p.gray
+			if w := p.grayWhy(); w != "" {
+				why = w
 			}
 			ev.FailureWhy = fmt.Sprintf("gray failure of node %d (%s): observers in %d of %d other regions withheld its lease for %v (need %d)",
 				n, why, votes, len(m.live.Regions())-1, m.cfg.Failover.TakeoverDelay(), needed)
@@ -1104,8 +1156,8 @@ func (m *Manager) evidenceInto(now time.Duration, p *partition, buf []ReplicaEvi
 			ev.WriteRegionFailed = true
 			ev.FailureWhy = fmt.Sprintf("node %d silent for over %v: a majority of observer nodes in %d of %d other regions agree (need %d)",
 				n, m.cfg.Failover.TakeoverDelay(), votes, len(m.live.Regions())-1, needed)
-		case p.gray != "":
-			ev.FailureWhy = "gray failure suspected (" + p.gray + "): waiting for a quorum of observers to withhold its lease"
+		case p.grayWhy() != "":
+			ev.FailureWhy = "gray failure suspected (" + p.grayWhy() + "): waiting for a quorum of observers to withhold its lease"
 		}
 	}
 	return ev
@@ -1182,7 +1234,7 @@ func (m *Manager) evaluate(now time.Duration, p *partition) {
 // NextDeadline and every timer stay as the evaluation leaves them: the
 // caller re-arms the RetryAt as evaluateOne would.
 func (m *Manager) quiet(now time.Duration, p *partition) bool {
-	if p.changed || !p.have || p.grayErrs > 0 || p.qidx >= 0 {
+	if p.changed || !p.have || p.grayErrs() > 0 || p.qidx >= 0 {
 		return false
 	}
 	if p.inflight || p.reading {
