@@ -268,50 +268,52 @@ func (d *foDNS) send(from, to int32, m foDNSMsg) {
 		return
 	}
 	delay := d.fw.oneWay(from, to)
-	if m.kind == dnsAnswer && m.client >= 0 && d.takeOver(delay, m) ||
-		m.kind == dnsFetchBack && d.takeOverFetch(delay, m) {
+	if q := d.timeoutOf(m); q != nil && d.takeOver(q, delay, m) {
 		return
 	}
 	d.after(delay, m)
 }
 
-// takeOver moves client m.client's pending query timeout to its answer m
-// when the answer is due first: the timeout would then find the query
-// answered and do nothing, one stale event per query. Rescheduling takes
-// a new sequence number as scheduling would, so the order is the same.
-func (d *foDNS) takeOver(delay time.Duration, m foDNSMsg) bool {
-	if int(m.client) >= len(d.qto) {
-		return false
+// timeoutOf returns the pending timeout an answer m would end: a client's
+// query timeout for a DNS answer, a resolver entry's fetch timeout for a
+// publisher's answer (nil for other messages).
+func (d *foDNS) timeoutOf(m foDNSMsg) *foQueryTimeout {
+	switch {
+	case m.kind == dnsAnswer && m.client >= 0 && int(m.client) < len(d.qto):
+		return &d.qto[m.client]
+	case m.kind == dnsFetchBack:
+		return &d.entry(m.res, m.part).fto
 	}
-	q := &d.qto[m.client]
-	w := d.fw.e.w
-	at := w.Now() + delay
-	if at >= q.at || !w.Sched.Pending(q.ev) {
-		return false
-	}
-	t := &d.msgs[q.slot]
-	if t.kind != dnsClientTimeout || t.client != m.client || t.tag != m.tag {
-		return false
-	}
-	*t = m
-	w.Sched.Reschedule(q.ev, at, NoNode, foDNSH{d}, uint64(q.slot))
-	*q = foQueryTimeout{}
-	return true
+	return nil
 }
 
-// takeOverFetch is takeOver for a publisher's answer m to a resolver's
-// fetch: once any answer for the entry arrives, resolverFetched clears
-// refreshing, and every fetch timeout of the entry pending then would do
-// nothing (a newer fetch bumps fetchGen, which they no longer match).
-func (d *foDNS) takeOverFetch(delay time.Duration, m foDNSMsg) bool {
-	q := &d.entry(m.res, m.part).fto
+// endsTimeout reports whether answer m ends timeout t: the client's query
+// of the same tag, or a fetch of the same resolver entry (once any answer
+// for the entry arrives, resolverFetched clears refreshing, and every
+// fetch timeout of the entry pending then would do nothing: a newer fetch
+// bumps fetchGen, which they no longer match).
+func (t *foDNSMsg) endsTimeout(m *foDNSMsg) bool {
+	switch m.kind {
+	case dnsAnswer:
+		return t.kind == dnsClientTimeout && t.client == m.client && t.tag == m.tag
+	case dnsFetchBack:
+		return t.kind == dnsFetchTimeout && t.res == m.res && t.part == m.part
+	}
+	return false
+}
+
+// takeOver moves the pending timeout q to answer m when the answer is due
+// first: the timeout would then find its query answered and do nothing,
+// one stale event per query. Rescheduling takes a new sequence number as
+// scheduling would, so the order is the same.
+func (d *foDNS) takeOver(q *foQueryTimeout, delay time.Duration, m foDNSMsg) bool {
 	w := d.fw.e.w
 	at := w.Now() + delay
 	if at >= q.at || !w.Sched.Pending(q.ev) {
 		return false
 	}
 	t := &d.msgs[q.slot]
-	if t.kind != dnsFetchTimeout || t.res != m.res || t.part != m.part {
+	if !t.endsTimeout(&m) {
 		return false
 	}
 	*t = m
