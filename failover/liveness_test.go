@@ -351,3 +351,34 @@ func TestLivenessNextDeadlineCoversVerdicts(t *testing.T) {
 	require.False(t, f, "node 3's vote went stale")
 	require.Positive(t, changes, "no verdict changed between messages: the test tests nothing")
 }
+
+// TestManagerReachabilityFollowsTheView: when a node's view suspects
+// another node, its manager tells the driver, once per hosted partition,
+// that the replica there is unreachable, and reachable again once the
+// node is heard from; a node never reports its own replicas.
+func TestManagerReachabilityFollowsTheView(t *testing.T) {
+	const parts = 3
+	h := newSteadyHarness(t, FastConfig(), parts)
+	for _, n := range h.nodes {
+		require.Empty(t, h.reach[n.ID], "node %d reported a change with everyone up", n.ID)
+	}
+	h.cut[3] = true // north
+	for i := 0; i < 100 && h.mgrs[1].Liveness().Alive(3); i++ {
+		h.step(100 * time.Millisecond)
+	}
+	require.False(t, h.mgrs[1].Liveness().Alive(3))
+	h.cut[3] = false
+	for i := 0; i < 100 && !h.mgrs[1].Liveness().Alive(3); i++ {
+		h.step(100 * time.Millisecond)
+	}
+	require.True(t, h.mgrs[1].Liveness().Alive(3))
+	got := map[bool]int{}
+	for _, r := range h.reach[1] {
+		require.Equal(t, Region("north"), r.Region)
+		got[r.Reachable]++
+	}
+	assert.Equal(t, map[bool]int{false: parts, true: parts}, got, "east's changes: %v", h.reach[1])
+	for _, r := range h.reach[3] {
+		assert.NotEqual(t, Region("north"), r.Region, "north reported its own replica")
+	}
+}

@@ -147,10 +147,15 @@ type Manager struct {
 	// lastPlacement is the placement AddPartition stored last (shared by
 	// the partitions placed alike).
 	lastPlacement []RegionNode
-	live          *Liveness
-	self          Node
-	parts         map[string]*partition
-	names         []string // sorted
+	// viewSeq is the liveness view last turned into Reachability, peerDown
+	// the nodes it suspected, and reach the changes not yet handed over.
+	viewSeq  uint64
+	peerDown map[NodeID]bool
+	reach    []Reachability
+	live     *Liveness
+	self     Node
+	parts    map[string]*partition
+	names    []string // sorted
 	// sorted holds the partitions in the order of names.
 	sorted []*partition
 	// evBuf backs the evidence of the evaluation running now: evaluate
@@ -415,6 +420,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		inflightTo:   make(map[Region]int),
 		grayBy:       make(map[NodeID]int),
 		draining:     make(map[Region]string),
+		peerDown:     make(map[NodeID]bool),
 	}, nil
 }
 
@@ -562,6 +568,7 @@ func (m *Manager) NextDeadline() time.Duration {
 // refreshLiveness marks partitions dirty when a node's failure verdict or
 // reachability changed.
 func (m *Manager) refreshLiveness(now time.Duration) {
+	m.refreshReachability()
 	changed := false
 	if g := m.live.LeaseGen(); g != m.leaseGen {
 		// A new lease run: every partition this node is write region of
@@ -595,6 +602,39 @@ func (m *Manager) refreshLiveness(now time.Duration) {
 	if changed {
 		for _, p := range m.sorted {
 			m.markDirty(p)
+		}
+	}
+}
+
+// refreshReachability turns changes of the view's suspicions into
+// Reachability for the driver: for every hosted partition with a replica
+// on a node whose verdict changed. A view changes rarely; the cost is one
+// pass over the partitions per change.
+func (m *Manager) refreshReachability() {
+	v := m.live.ViewSeq()
+	if v == m.viewSeq {
+		return
+	}
+	m.viewSeq = v
+	for _, n := range m.live.Nodes() {
+		down := !m.live.Alive(n.ID)
+		if down == m.peerDown[n.ID] {
+			continue
+		}
+		if down {
+			m.peerDown[n.ID] = true
+		} else {
+			delete(m.peerDown, n.ID)
+		}
+		for _, p := range m.sorted {
+			if !p.hasMine {
+				continue
+			}
+			for _, rn := range p.placement {
+				if rn.Node == n.ID && rn.Region != p.myRegion {
+					m.reach = append(m.reach, Reachability{Partition: p.name, Region: rn.Region, Reachable: !down})
+				}
+			}
 		}
 	}
 }
@@ -1686,12 +1726,28 @@ type ManagerReady struct {
 	// driver feeds each value through ObserveState and then calls
 	// ReadDone.
 	Reads []string
+	// Reachability says which of this node's replicas' peers the liveness
+	// view now counts reachable or not; the driver hands each to its
+	// partition host (partition.Host.SetReachable), so that write regions
+	// probe a suspected node's replicas not at all instead of once per
+	// partition (the view's own probes notice its return).
+	Reachability []Reachability
+}
+
+// Reachability is one change of a peer replica's reachability: the replica
+// of Partition in Region sits on a node the view now suspects (or no
+// longer does).
+type Reachability struct {
+	Partition string
+	Region    Region
+	Reachable bool
 }
 
 // Ready hands over the heartbeats, proposals and actions.
 func (m *Manager) Ready() ManagerReady {
-	r := ManagerReady{Heartbeats: m.live.Ready(), Proposals: m.proposals, Actions: m.actions, Reads: m.reads}
-	m.proposals, m.actions, m.reads = nil, nil, nil
+	r := ManagerReady{Heartbeats: m.live.Ready(), Proposals: m.proposals, Actions: m.actions, Reads: m.reads,
+		Reachability: m.reach}
+	m.proposals, m.actions, m.reads, m.reach = nil, nil, nil, nil
 	return r
 }
 

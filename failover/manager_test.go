@@ -36,6 +36,8 @@ type mgrHarness struct {
 	// missLearn: the node never hears of other nodes' CAS results (their
 	// learn messages are lost); it learns only from its own proposals.
 	missLearn map[NodeID]bool
+	// reach collects each node's Reachability in order.
+	reach map[NodeID][]Reachability
 }
 
 type regEntry struct {
@@ -171,6 +173,10 @@ func (h *mgrHarness) step(d time.Duration) {
 	for round := 0; round < 5; round++ {
 		for _, n := range h.nodes {
 			r := h.mgrs[n.ID].Ready()
+			if h.reach == nil {
+				h.reach = map[NodeID][]Reachability{}
+			}
+			h.reach[n.ID] = append(h.reach[n.ID], r.Reachability...)
 			for _, hb := range r.Heartbeats {
 				if h.cut[hb.From] || h.cut[hb.To] {
 					continue

@@ -69,10 +69,6 @@ type foNode struct {
 	// what the input marked; ticking it on every event would cost a
 	// liveness scan per event).
 	fed bool
-	// peerDown mirrors the manager's liveness view into the host
-	// (SetReachable), by node index, as of view viewSeq.
-	peerDown []bool
-	viewSeq  uint64
 }
 
 func (n *foNode) local() time.Duration { return n.fw.e.w.Local(n.idx) }
@@ -100,7 +96,6 @@ func (n *foNode) boot(first bool) error {
 	n.isDirty = make([]bool, len(fw.parts))
 	n.handles = make([]failover.PartitionHandle, len(fw.parts))
 	n.dirty, n.inflight, n.inflightHead, n.lease = nil, nil, 0, 0
-	n.peerDown, n.viewSeq = nil, 0 // a new host and view: nobody suspected yet
 	clear(n.inflightCAS)
 	n.diskFree = fw.now()
 	n.batchStart, n.batchDone = 0, 0
@@ -359,9 +354,13 @@ func (n *foNode) pump() {
 		for _, pa := range rd.Actions {
 			n.act(pa)
 		}
-		if v := n.mgr.Liveness().ViewSeq(); v != n.viewSeq {
-			n.viewSeq = v
-			busy = n.syncReachable() || busy
+		for _, r := range rd.Reachability {
+			// Write regions stop probing replicas on nodes the view
+			// suspects, and contact them at once when they are back.
+			if i := fw.partIndex(r.Partition); i >= 0 {
+				_ = n.host.SetReachable(n.local(), fw.parts[i].id, r.Region, r.Reachable) // a replica closed meanwhile has nothing to mark
+				busy = true
+			}
 		}
 		if !busy {
 			break
@@ -408,38 +407,6 @@ func (n *foNode) checkManager() {
 // foVerifySkips: every run checks one in this many of the evaluations its
 // managers skip as quiet (failover.ManagerConfig.VerifySkips).
 const foVerifySkips = 16
-
-// syncReachable hands the host the liveness view's verdicts on the other
-// nodes (the daemon will do the same from memberlist): the write regions
-// of this node stop probing replicas on a node the view suspects, and
-// contact them at once when it is heard from again. It reports whether a
-// verdict changed.
-func (n *foNode) syncReachable() bool {
-	fw := n.fw
-	live := n.mgr.Liveness()
-	now := n.local()
-	changed := false
-	if len(n.peerDown) != len(fw.nodes) { // the first boots run while the world adds its nodes
-		n.peerDown = append(n.peerDown, make([]bool, len(fw.nodes)-len(n.peerDown))...)
-	}
-	for j := range fw.nodes {
-		if int32(j) == n.idx {
-			continue
-		}
-		down := !live.Alive(failover.NodeID(j + 1))
-		if down == n.peerDown[j] {
-			continue
-		}
-		n.peerDown[j], changed = down, true
-		reg := fw.regions[fw.e.w.Nodes[j].Region]
-		for i := range fw.parts {
-			if node, ok := fw.nodeFor(i, reg); ok && int(node) == j && n.handles[i] != (failover.PartitionHandle{}) {
-				_ = n.host.SetReachable(now, fw.parts[i].id, reg, !down) // a replica closed meanwhile has nothing to mark
-			}
-		}
-	}
-	return changed
-}
 
 // flushStatus feeds the manager the status of every replica that changed.
 func (n *foNode) flushStatus() {
