@@ -1,0 +1,200 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fmnode/fmnode/caspaxos"
+	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/internal/nodewire"
+	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/quorum"
+)
+
+// Node is one machine's acceptor, proposer, partition host, failover
+// manager and register watch, composed as one deterministic state machine.
+// It is not safe for concurrent use: one driver goroutine (or the
+// simulator's one thread) owns it.
+type Node struct {
+	cfg  Config
+	obs  Observer
+	acc  *caspaxos.Acceptor // nil: not in the acceptor set
+	prop *caspaxos.Proposer
+	host *partition.Host
+	mgr  *failover.Manager
+
+	// peers are the cluster's nodes in id order; out[i] collects what goes
+	// to peers[i] until the next Ready.
+	peers   []NodeID
+	peerIdx map[NodeID]int
+	out     []nodewire.Batch
+	// watchAll are peers that learn every committed value.
+	watchAll []NodeID
+
+	// parts are the hosted partitions by id (nil: not hosted).
+	parts []*part
+	// dirty lists partitions whose replica status the manager has not seen.
+	dirty, dirtySpare []partition.ID
+
+	// Register operations at the proposer, by request id.
+	ops     map[caspaxos.RequestID]regOp
+	nextReq caspaxos.RequestID
+
+	// Local copies of the proposer's messages to this node's acceptor wait
+	// here for the acceptor's replies, which leave with the Ready that
+	// makes their records durable (selfReplies).
+	selfReplies []caspaxos.Message
+
+	// pending is what the next Ready hands out.
+	pending Ready
+	fed     bool
+	lease   time.Duration
+	now     time.Duration
+
+	// Timers: the deadline each core asked for (0: none).
+	hostAt, mgrAt, propAt time.Duration
+
+	// scratch for the status path (the manager copies what it keeps).
+	progBuf []partition.FollowerProgress
+	statBuf []failover.FollowerStatus
+	// inflight counts Readys handed out and not yet advanced.
+	inflight int
+	stats    Stats
+}
+
+// part is one hosted partition.
+type part struct {
+	id       partition.ID
+	name     string
+	replicas []failover.RegionNode
+	handle   failover.PartitionHandle
+	// version and epoch are the newest committed register value this node
+	// knows (version 0: none yet); a replica reporting a newer epoch than
+	// that makes the node read the register back.
+	version uint64
+	epoch   failover.Epoch
+	dirty   bool
+}
+
+// regOp is a register operation in flight at the proposer.
+type regOp struct {
+	part partition.ID
+	kind OpKind
+}
+
+// Stats counts what a node did.
+type Stats struct {
+	Readys       uint64
+	Learns       uint64 // committed values learned from peers
+	LearnsSent   uint64
+	ReadsBack    uint64 // register reads asked for by the node's own evidence
+	DroppedCAS   uint64 // replies for an earlier incarnation's proposer
+	DroppedData  uint64 // messages for partitions this node does not host
+	ActionErrors uint64
+}
+
+// New builds a node from its config and its acceptor's recovered state.
+// Partitions are added with CreatePartition or OpenPartition, and Start
+// begins the liveness view.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, obs: cfg.Observer, ops: make(map[caspaxos.RequestID]regOp)}
+	if n.obs == nil {
+		n.obs = NopObserver{}
+	}
+	if n.cfg.HostTickGrain == 0 {
+		n.cfg.HostTickGrain = DefaultHostTickGrain
+	}
+	if n.cfg.PumpRounds == 0 {
+		n.cfg.PumpRounds = DefaultPumpRounds
+	}
+	for _, nd := range cfg.Nodes {
+		n.peers = append(n.peers, nd.ID)
+	}
+	slices.Sort(n.peers)
+	n.peerIdx = make(map[NodeID]int, len(n.peers))
+	for i, id := range n.peers {
+		n.peerIdx[id] = i
+	}
+	n.out = make([]nodewire.Batch, len(n.peers))
+	for _, id := range cfg.WatchAll {
+		if id != cfg.ID {
+			n.watchAll = append(n.watchAll, id)
+		}
+	}
+	if slices.Contains(cfg.Acceptors, cfg.ID) {
+		acc, err := caspaxos.NewAcceptor(cfg.ID, cfg.AcceptorState)
+		if err != nil {
+			return nil, fmt.Errorf("node %d: acceptor: %w", cfg.ID, err)
+		}
+		n.acc = acc
+	}
+	pc := cfg.Proposer
+	pc.ID = proposerID(cfg.ID, cfg.Boot)
+	pc.Quorum = quorum.MajorityConfig(cfg.Acceptors...)
+	prop, err := caspaxos.NewProposer(pc, cfg.Rand)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: proposer: %w", cfg.ID, err)
+	}
+	n.prop = prop
+	mc := cfg.Manager
+	mc.Failover, mc.Self, mc.Nodes = cfg.Failover, cfg.ID, cfg.Nodes
+	if n.mgr, err = failover.NewManager(mc); err != nil {
+		return nil, fmt.Errorf("node %d: manager: %w", cfg.ID, err)
+	}
+	hc := cfg.Host
+	hc.Region, hc.Boot = cfg.Region, cfg.Boot
+	if n.host, err = partition.NewHost(hc); err != nil {
+		return nil, fmt.Errorf("node %d: host: %w", cfg.ID, err)
+	}
+	return n, nil
+}
+
+// ID is the node's id.
+func (n *Node) ID() NodeID { return n.cfg.ID }
+
+// Region is the node's region.
+func (n *Node) Region() quorum.Region { return n.cfg.Region }
+
+// Manager is the node's failover manager, for inspection (Explain,
+// Evidence, Events). Calls that change it go through the node.
+func (n *Node) Manager() *failover.Manager { return n.mgr }
+
+// Host is the node's data plane, for inspection (Progress).
+func (n *Node) Host() *partition.Host { return n.host }
+
+// Acceptor is the node's register acceptor (nil if it hosts none).
+func (n *Node) Acceptor() *caspaxos.Acceptor { return n.acc }
+
+// Proposer is the node's register proposer, for its stats.
+func (n *Node) Proposer() *caspaxos.Proposer { return n.prop }
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats { return n.stats }
+
+// Violation reports the first invariant a core of this node broke.
+func (n *Node) Violation() error {
+	if err := n.mgr.Violation(); err != nil {
+		return fmt.Errorf("node %d manager: %w", n.cfg.ID, err)
+	}
+	if err := n.host.Violation(); err != nil {
+		return fmt.Errorf("node %d host: %w", n.cfg.ID, err)
+	}
+	if n.acc != nil {
+		if err := n.acc.Violation(); err != nil {
+			return fmt.Errorf("node %d acceptor: %w", n.cfg.ID, err)
+		}
+	}
+	return nil
+}
+
+// Start begins the liveness view: its first heartbeat round goes out in
+// the next Ready.
+func (n *Node) Start(now time.Duration) {
+	n.now = now
+	n.mgr.Tick(now)
+	n.fed = true
+}

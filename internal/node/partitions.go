@@ -1,0 +1,158 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/partition"
+)
+
+// Placement is a hosted partition: its id and which node hosts each
+// region's replica (this node among them).
+type Placement struct {
+	ID       partition.ID
+	Replicas []failover.RegionNode
+}
+
+// CreatePartition adds a new partition replica with its first spec. The
+// register is created separately (CreateRegister), by one node.
+func (n *Node) CreatePartition(now time.Duration, pl Placement, spec partition.Spec) error {
+	p, err := n.addPart(pl)
+	if err != nil {
+		return err
+	}
+	if err := n.host.Create(now, pl.ID, spec, 0); err != nil {
+		n.dropPart(p)
+		return fmt.Errorf("node %d: create partition %d: %w", n.cfg.ID, pl.ID, err)
+	}
+	n.markDirty(p)
+	return nil
+}
+
+// OpenPartition adds a partition replica recovered from the store. The
+// node knows no register value for it yet, so it reads it back.
+func (n *Node) OpenPartition(now time.Duration, pl Placement, rec partition.Recovered) error {
+	if rec.Partition != pl.ID {
+		return fmt.Errorf("node %d: open partition %d with the records of %d: %w", n.cfg.ID, pl.ID, rec.Partition, ErrInvalidConfig)
+	}
+	p, err := n.addPart(pl)
+	if err != nil {
+		return err
+	}
+	if err := n.host.Open(now, rec); err != nil {
+		n.dropPart(p)
+		return fmt.Errorf("node %d: open partition %d: %w", n.cfg.ID, pl.ID, err)
+	}
+	n.mgr.RequestRead(p.name)
+	n.fed = true
+	n.markDirty(p)
+	return nil
+}
+
+// CreateRegister writes partition id's initial register state, unless the
+// register holds one already (then the node adopts that).
+func (n *Node) CreateRegister(id partition.ID, s failover.State) error {
+	p := n.part(id)
+	if p == nil {
+		return fmt.Errorf("node %d: create register of partition %d: not hosted here: %w", n.cfg.ID, id, failover.ErrRefused)
+	}
+	if err := n.mgr.Create(p.name, s); err != nil {
+		return fmt.Errorf("node %d: %w", n.cfg.ID, err)
+	}
+	n.fed = true
+	return nil
+}
+
+func (n *Node) addPart(pl Placement) (*part, error) {
+	if pl.ID == 0 || pl.ID > MaxPartitionID {
+		return nil, fmt.Errorf("node %d: partition id %d out of 1..%d: %w", n.cfg.ID, pl.ID, MaxPartitionID, ErrInvalidConfig)
+	}
+	if n.part(pl.ID) != nil {
+		return nil, fmt.Errorf("node %d: partition %d added twice: %w", n.cfg.ID, pl.ID, ErrInvalidConfig)
+	}
+	mine := false
+	for _, rn := range pl.Replicas {
+		if _, ok := n.peerIdx[rn.Node]; !ok {
+			return nil, fmt.Errorf("node %d: partition %d places region %s on unknown node %d: %w", n.cfg.ID, pl.ID, rn.Region, rn.Node, ErrInvalidConfig)
+		}
+		if rn.Node == n.cfg.ID {
+			if rn.Region != n.cfg.Region {
+				return nil, fmt.Errorf("node %d: partition %d places region %s on this node of region %s: %w", n.cfg.ID, pl.ID, rn.Region, n.cfg.Region, ErrInvalidConfig)
+			}
+			mine = true
+		}
+	}
+	if !mine {
+		return nil, fmt.Errorf("node %d: partition %d has no replica here: %w", n.cfg.ID, pl.ID, ErrInvalidConfig)
+	}
+	p := &part{id: pl.ID, name: partition.RegisterKey(pl.ID), replicas: slices.Clone(pl.Replicas)}
+	if err := n.mgr.AddPartition(failover.Placement{Partition: p.name, Replicas: p.replicas}); err != nil {
+		return nil, fmt.Errorf("node %d: %w", n.cfg.ID, err)
+	}
+	p.handle, _ = n.mgr.Handle(p.name)
+	if int(pl.ID) >= len(n.parts) {
+		n.parts = slices.Grow(n.parts, int(pl.ID)+1-len(n.parts))[:int(pl.ID)+1]
+	}
+	n.parts[pl.ID] = p
+	return p, nil
+}
+
+// dropPart undoes addPart for a partition the host refused (the manager
+// keeps its entry; the partition then has no replica status and no action
+// reaches it).
+func (n *Node) dropPart(p *part) { n.parts[p.id] = nil }
+
+// part returns hosted partition id, or nil.
+func (n *Node) part(id partition.ID) *part {
+	if int(id) < len(n.parts) {
+		return n.parts[id]
+	}
+	return nil
+}
+
+// partOfKey returns the hosted partition whose register key is key.
+func (n *Node) partOfKey(key string) *part {
+	id, ok := parseRegisterKey(key)
+	if !ok {
+		return nil
+	}
+	return n.part(id)
+}
+
+// parseRegisterKey inverts partition.RegisterKey ("p/<id>", canonical).
+func parseRegisterKey(key string) (partition.ID, bool) {
+	if len(key) < 3 || len(key) > 12 || key[0] != 'p' || key[1] != '/' || key[2] == '0' {
+		return 0, false
+	}
+	var v uint64
+	for i := 2; i < len(key); i++ {
+		c := key[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	if v > MaxPartitionID {
+		return 0, false
+	}
+	return partition.ID(v), true
+}
+
+// nodeOf returns the node hosting p's replica in region r.
+func (p *part) nodeOf(r partition.Region) (NodeID, bool) {
+	for _, rn := range p.replicas {
+		if rn.Region == r {
+			return rn.Node, true
+		}
+	}
+	return 0, false
+}
+
+func (n *Node) markDirty(p *part) {
+	if !p.dirty {
+		p.dirty = true
+		n.dirty = append(n.dirty, p.id)
+	}
+}

@@ -1,0 +1,221 @@
+package node
+
+import (
+	"slices"
+	"time"
+
+	"github.com/fmnode/fmnode/caspaxos"
+	"github.com/fmnode/fmnode/internal/nodewire"
+	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/txtdns"
+)
+
+// Ready is what a node hands its driver. The driver carries it out in this
+// order:
+//
+//  1. deliver Replies to their clients at once (they depend only on state
+//     made durable by earlier Readys);
+//  2. make Acceptor and every Host[i].Writes durable (fsync), the acceptor
+//     batches in order and the host writes in order;
+//  3. call Advance, which runs the Ready's store reads and returns the
+//     replies that waited for durability;
+//  4. send Messages and deliver what Advance returned.
+//
+// Several Readys may be in flight at once (group commit), as long as the
+// driver makes them durable and advances them in the order it got them.
+// Routes need no durability: they are committed register values.
+type Ready struct {
+	Acceptor []caspaxos.Batch
+	Host     []partition.Ready
+	Messages []nodewire.Batch
+	Replies  []partition.Reply
+	Routes   []txtdns.Route
+	// selfReplies are this node's acceptor's replies to its own proposer,
+	// stepped by Advance once durable.
+	selfReplies []caspaxos.Message
+}
+
+// MustSync reports whether the Ready has writes to make durable.
+func (rd *Ready) MustSync() bool {
+	for i := range rd.Acceptor {
+		if !rd.Acceptor[i].Empty() {
+			return true
+		}
+	}
+	for i := range rd.Host {
+		if len(rd.Host[i].Writes) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Empty reports whether the Ready carries nothing at all.
+func (rd *Ready) Empty() bool {
+	return len(rd.Acceptor)+len(rd.Host)+len(rd.Messages)+len(rd.Replies)+len(rd.Routes)+len(rd.selfReplies) == 0
+}
+
+// HasReady reports whether Ready would hand out anything. It runs the
+// cores' pending work first, so it is as dear as Ready when true.
+func (n *Node) HasReady() bool {
+	n.pump()
+	return !n.pending.Empty()
+}
+
+// Ready runs the cores until they have nothing more to hand over and
+// returns what the driver must carry out (see Ready). Then call
+// NextDeadline.
+func (n *Node) Ready() Ready {
+	n.pump()
+	rd := n.pending
+	n.pending = Ready{}
+	for i := range n.out {
+		if !n.out[i].Empty() {
+			b := n.out[i]
+			b.From, b.To = n.cfg.ID, n.peers[i]
+			rd.Messages = append(rd.Messages, b)
+			n.out[i] = nodewire.Batch{}
+		}
+	}
+	if !rd.Empty() {
+		n.inflight++
+		n.stats.Readys++
+	}
+	return rd
+}
+
+// InFlight is the number of Readys handed out and not yet advanced.
+func (n *Node) InFlight() int { return n.inflight }
+
+// Advance acknowledges that rd's writes are durable. It runs rd's store
+// reads and fetches against st (they must run before a later Ready's
+// writes are applied), steps the acceptor's replies to this node's own
+// proposer, and returns the replies to deliver now.
+func (n *Node) Advance(rd *Ready, st partition.Store) []partition.Reply {
+	var out []partition.Reply
+	if !rd.Empty() {
+		n.inflight--
+	}
+	for i := range rd.Host {
+		h := &rd.Host[i]
+		replies, fetched := partition.ExecReads(st, h)
+		n.host.Advance(h)
+		for j := range fetched {
+			n.host.StepFetch(n.now, &fetched[j])
+			if p := n.part(fetched[j].Fetch.Partition); p != nil {
+				n.markDirty(p)
+			}
+		}
+		out = append(out, replies...)
+		out = append(out, h.Done...)
+		for _, w := range h.Writes {
+			if p := n.part(w.Partition); p != nil {
+				n.markDirty(p)
+			}
+		}
+		// The messages were copied into per-peer batches by Ready and the
+		// store holds the writes: the host may reuse the Ready's arrays.
+		n.host.Recycle(h)
+	}
+	for _, m := range rd.selfReplies {
+		n.prop.Step(n.now, m)
+	}
+	rd.Host, rd.selfReplies = nil, nil
+	return out
+}
+
+// pump runs the cores until none has anything new: host Readys, replica
+// status to the manager, the manager's heartbeats, proposals, reads and
+// actions, the proposer's and acceptor's messages and results. It is
+// bounded by PumpRounds.
+func (n *Node) pump() {
+	for range n.cfg.PumpRounds {
+		busy := n.pumpHost()
+		if len(n.dirty) > 0 {
+			busy = true
+			n.flushStatus()
+		}
+		if n.fed {
+			n.fed = false
+			n.mgr.Evaluate(n.now)
+		}
+		if n.pumpManager() {
+			busy = true
+		}
+		if n.pumpRegister() {
+			busy = true
+		}
+		if !busy {
+			break
+		}
+	}
+	n.syncLease()
+	n.armTimers()
+}
+
+// pumpHost takes the host's Readys: replies go out at once, messages are
+// sorted into per-peer batches, the rest waits for durability.
+func (n *Node) pumpHost() bool {
+	busy := false
+	for n.host.HasReady() {
+		busy = true
+		rd := n.host.Ready(n.now)
+		n.pending.Replies = append(n.pending.Replies, rd.Replies...)
+		rd.Replies = rd.Replies[:0]
+		for i := range rd.Messages {
+			n.routeData(&rd.Messages[i])
+		}
+		rd.Messages = rd.Messages[:0]
+		n.pending.Host = append(n.pending.Host, rd)
+	}
+	return busy
+}
+
+// routeData queues a replication message for the node hosting its
+// destination region's replica.
+func (n *Node) routeData(m *partition.Message) {
+	p := n.part(m.Partition)
+	if p == nil {
+		return
+	}
+	to, ok := p.nodeOf(m.To)
+	if !ok || to == n.cfg.ID {
+		return
+	}
+	b := &n.out[n.peerIdx[to]]
+	b.Data = append(b.Data, *m)
+}
+
+// syncLease hands the liveness view's lease to every replica when it
+// changes (one per node, never a per-partition, per-tick cost), and the
+// lease run the manager validated.
+func (n *Node) syncLease() {
+	lv := n.mgr.Liveness()
+	if l := lv.LeaseUntil(); l != n.lease {
+		n.lease = l
+		n.host.SetLeaseAll(l)
+	}
+	n.host.SetLeaseGen(lv.LeaseGen())
+}
+
+// queue returns the outgoing batch for peer to.
+func (n *Node) queue(to NodeID) *nodewire.Batch {
+	i, ok := n.peerIdx[to]
+	if !ok || to == n.cfg.ID {
+		return nil
+	}
+	return &n.out[i]
+}
+
+// outgoing reports the peers with something queued (tests).
+func (n *Node) outgoing() []NodeID {
+	var ids []NodeID
+	for i := range n.out {
+		if !n.out[i].Empty() {
+			ids = append(ids, n.peers[i])
+		}
+	}
+	return slices.Clip(ids)
+}
+
+var _ = time.Duration(0)
