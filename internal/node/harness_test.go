@@ -159,7 +159,7 @@ func (c *tcluster) drain() {
 				require.NoError(c.t, c.stores[i].Commit(rd.Host[j].Writes))
 			}
 			c.deliver(n.Advance(&rd, c.stores[i]))
-			for _, b := range rd.Messages {
+			for _, b := range append(rd.Messages, rd.Synced...) {
 				c.seq++
 				heap.Push(&c.q, inflightMsg{at: c.now + c.delay, seq: c.seq, b: b})
 			}

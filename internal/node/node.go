@@ -24,11 +24,15 @@ type Node struct {
 	host *partition.Host
 	mgr  *failover.Manager
 
-	// peers are the cluster's nodes in id order; out[i] collects what goes
-	// to peers[i] until the next Ready.
+	// peers are the cluster's nodes in id order; now[i] and synced[i]
+	// collect what goes to peers[i] until the next Ready: now what depends
+	// on no write (heartbeats, proposer requests, learns of committed
+	// values), synced what may leave only once the Ready's writes are
+	// durable (acceptor replies, replication).
 	peers   []NodeID
 	peerIdx map[NodeID]int
-	out     []nodewire.Batch
+	outNow  []nodewire.Batch
+	outSync []nodewire.Batch
 	// watchAll are peers that learn every committed value.
 	watchAll []NodeID
 
@@ -119,7 +123,8 @@ func New(cfg Config) (*Node, error) {
 	for i, id := range n.peers {
 		n.peerIdx[id] = i
 	}
-	n.out = make([]nodewire.Batch, len(n.peers))
+	n.outNow = make([]nodewire.Batch, len(n.peers))
+	n.outSync = make([]nodewire.Batch, len(n.peers))
 	for _, id := range cfg.WatchAll {
 		if id != cfg.ID {
 			n.watchAll = append(n.watchAll, id)

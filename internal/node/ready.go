@@ -1,9 +1,6 @@
 package node
 
 import (
-	"slices"
-	"time"
-
 	"github.com/fmnode/fmnode/caspaxos"
 	"github.com/fmnode/fmnode/internal/nodewire"
 	"github.com/fmnode/fmnode/partition"
@@ -13,13 +10,19 @@ import (
 // Ready is what a node hands its driver. The driver carries it out in this
 // order:
 //
-//  1. deliver Replies to their clients at once (they depend only on state
-//     made durable by earlier Readys);
+//  1. send Messages and deliver Replies at once: they depend on no write
+//     of this Ready (heartbeats, register requests, learns; replies that
+//     rest on state made durable by earlier Readys);
 //  2. make Acceptor and every Host[i].Writes durable (fsync), the acceptor
 //     batches in order and the host writes in order;
 //  3. call Advance, which runs the Ready's store reads and returns the
 //     replies that waited for durability;
-//  4. send Messages and deliver what Advance returned.
+//  4. send Synced and deliver what Advance returned.
+//
+// Heartbeats thus leave while a disk stalls: a node whose data plane is
+// stuck but whose process is alive is a gray failure, which the failover
+// manager detects from its replicas' progress and clients' reports, not a
+// dead node.
 //
 // Several Readys may be in flight at once (group commit), as long as the
 // driver makes them durable and advances them in the order it got them.
@@ -28,6 +31,7 @@ type Ready struct {
 	Acceptor []caspaxos.Batch
 	Host     []partition.Ready
 	Messages []nodewire.Batch
+	Synced   []nodewire.Batch
 	Replies  []partition.Reply
 	Routes   []txtdns.Route
 	// selfReplies are this node's acceptor's replies to its own proposer,
@@ -52,7 +56,7 @@ func (rd *Ready) MustSync() bool {
 
 // Empty reports whether the Ready carries nothing at all.
 func (rd *Ready) Empty() bool {
-	return len(rd.Acceptor)+len(rd.Host)+len(rd.Messages)+len(rd.Replies)+len(rd.Routes)+len(rd.selfReplies) == 0
+	return len(rd.Acceptor)+len(rd.Host)+len(rd.Messages)+len(rd.Synced)+len(rd.Replies)+len(rd.Routes)+len(rd.selfReplies) == 0
 }
 
 // HasReady reports whether Ready would hand out anything. It runs the
@@ -69,19 +73,26 @@ func (n *Node) Ready() Ready {
 	n.pump()
 	rd := n.pending
 	n.pending = Ready{}
-	for i := range n.out {
-		if !n.out[i].Empty() {
-			b := n.out[i]
-			b.From, b.To = n.cfg.ID, n.peers[i]
-			rd.Messages = append(rd.Messages, b)
-			n.out[i] = nodewire.Batch{}
-		}
-	}
+	rd.Messages = n.take(rd.Messages, n.outNow)
+	rd.Synced = n.take(rd.Synced, n.outSync)
 	if !rd.Empty() {
 		n.inflight++
 		n.stats.Readys++
 	}
 	return rd
+}
+
+// take moves the non-empty per-peer batches of out into dst.
+func (n *Node) take(dst []nodewire.Batch, out []nodewire.Batch) []nodewire.Batch {
+	for i := range out {
+		if !out[i].Empty() {
+			b := out[i]
+			b.From, b.To = n.cfg.ID, n.peers[i]
+			dst = append(dst, b)
+			out[i] = nodewire.Batch{}
+		}
+	}
+	return dst
 }
 
 // InFlight is the number of Readys handed out and not yet advanced.
@@ -182,7 +193,7 @@ func (n *Node) routeData(m *partition.Message) {
 	if !ok || to == n.cfg.ID {
 		return
 	}
-	b := &n.out[n.peerIdx[to]]
+	b := &n.outSync[n.peerIdx[to]]
 	b.Data = append(b.Data, *m)
 }
 
@@ -198,24 +209,15 @@ func (n *Node) syncLease() {
 	n.host.SetLeaseGen(lv.LeaseGen())
 }
 
-// queue returns the outgoing batch for peer to.
-func (n *Node) queue(to NodeID) *nodewire.Batch {
+// queue returns the outgoing batch for peer to: the one that leaves at
+// once, or after the Ready's writes are durable (synced).
+func (n *Node) queue(to NodeID, synced bool) *nodewire.Batch {
 	i, ok := n.peerIdx[to]
 	if !ok || to == n.cfg.ID {
 		return nil
 	}
-	return &n.out[i]
-}
-
-// outgoing reports the peers with something queued (tests).
-func (n *Node) outgoing() []NodeID {
-	var ids []NodeID
-	for i := range n.out {
-		if !n.out[i].Empty() {
-			ids = append(ids, n.peers[i])
-		}
+	if synced {
+		return &n.outSync[i]
 	}
-	return slices.Clip(ids)
+	return &n.outNow[i]
 }
-
-var _ = time.Duration(0)

@@ -67,7 +67,8 @@ func (n *Node) sendCAS(m caspaxos.Message) {
 		}
 		return
 	}
-	if b := n.queue(to); b != nil {
+	// A reply rests on the acceptor's write; a request on nothing.
+	if b := n.queue(to, m.Type.IsReply()); b != nil {
 		b.CAS = append(b.CAS, m)
 	}
 }
@@ -79,7 +80,7 @@ func (n *Node) pumpManager() bool {
 		return false
 	}
 	for _, hb := range rd.Heartbeats {
-		if b := n.queue(hb.To); b != nil {
+		if b := n.queue(hb.To, false); b != nil {
 			b.Heartbeats = append(b.Heartbeats, hb)
 		}
 	}
@@ -206,13 +207,13 @@ func (n *Node) observe(now time.Duration, p *part, version uint64, s failover.St
 func (n *Node) share(p *part, v caspaxos.Value) {
 	l := nodewire.Learn{Key: p.name, Version: v.Version, Data: v.Data}
 	for _, rn := range p.replicas {
-		if b := n.queue(rn.Node); b != nil {
+		if b := n.queue(rn.Node, false); b != nil {
 			b.Learns = append(b.Learns, l)
 			n.stats.LearnsSent++
 		}
 	}
 	for _, id := range n.watchAll {
-		if b := n.queue(id); b != nil {
+		if b := n.queue(id, false); b != nil {
 			b.Learns = append(b.Learns, l)
 			n.stats.LearnsSent++
 		}
