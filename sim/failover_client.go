@@ -291,7 +291,7 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 
 func (fw *foWorld) clientArrive(c *foClient) {
 	n := fw.nodes[c.arriveAt]
-	if n.host == nil || !fw.e.w.Live(c.arriveAt) {
+	if n.node == nil || !fw.e.w.Live(c.arriveAt) {
 		return
 	}
 	fw.reportClientError(c, n)
@@ -301,11 +301,10 @@ func (fw *foWorld) clientArrive(c *foClient) {
 	p := fw.parts[c.part].id
 	epoch := partition.Epoch(c.sentEpoch)
 	if c.write {
-		n.host.Write(n.local(), &partition.WriteRequest{Partition: p, Epoch: epoch, Ref: ref, Key: c.key, Value: []byte(c.value)})
+		n.node.Write(n.local(), &partition.WriteRequest{Partition: p, Epoch: epoch, Ref: ref, Key: c.key, Value: []byte(c.value)})
 	} else {
-		n.host.Read(n.local(), &partition.ReadRequest{Partition: p, Ref: ref, Key: c.key, Epoch: epoch, Consistency: partition.Strong})
+		n.node.Read(n.local(), &partition.ReadRequest{Partition: p, Ref: ref, Key: c.key, Epoch: epoch, Consistency: partition.Strong})
 	}
-	n.markDirty(c.part)
 	n.pump()
 }
 

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fmnode/fmnode/caspaxos"
-	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/internal/node"
 	"github.com/fmnode/fmnode/txtdns"
 	"github.com/fmnode/fmnode/txtdns/routing"
 )
@@ -104,8 +103,6 @@ type foDNSStats struct {
 type foDNS struct {
 	fw         *foWorld
 	ttl, stale time.Duration
-	watch      *caspaxos.Watch
-	sub        caspaxos.SubID
 	pubs       []*txtdns.Publisher
 	pubMissed  []bool // a feed was lost while the publisher was down
 	res        []foResolver
@@ -181,12 +178,7 @@ func newFoDNS(fw *foWorld, ttl, stale time.Duration) (*foDNS, error) {
 	if stale < 0 || stale > foDNSMaxStale {
 		return nil, fmt.Errorf("%w: DNSStale %v: in [0, %v]", ErrConfig, stale, foDNSMaxStale)
 	}
-	watch, err := caspaxos.NewWatch(1, 64)
-	if err != nil {
-		return nil, fmt.Errorf("sim: dns watch: %w", err)
-	}
-	d := &foDNS{fw: fw, ttl: ttl, stale: stale, watch: watch}
-	d.sub = watch.Subscribe("", 0)
+	d := &foDNS{fw: fw, ttl: ttl, stale: stale}
 	nr := len(fw.regions)
 	for r := 0; r < nr; r++ {
 		pub, err := txtdns.NewPublisher(txtdns.PublisherConfig{Zone: foDNSZone, TTL: ttl, MaxPartitions: len(fw.parts) + 1, Clock: foClock{fw}})
@@ -215,45 +207,24 @@ func newFoDNS(fw *foWorld, ttl, stale time.Duration) (*foDNS, error) {
 // rp is partition i's number in DNS and in the routers: its partition.ID.
 func (fw *foWorld) rp(i int) uint32 { return uint32(fw.parts[i].id) }
 
-// routeOf is the DNS route of partition p's committed failover state.
-func routeOf(p uint32, s failover.State, at time.Duration) txtdns.Route {
-	prio := make([]string, 0, len(s.Priority))
-	for _, r := range s.Priority {
-		prio = append(prio, string(r))
-	}
-	return txtdns.Route{Partition: p, Epoch: uint64(s.Epoch), WriteRegion: string(s.WriteRegion),
-		Priority: prio, ConfigVersion: 1, CommittedAt: foTime(at)}
-}
-
-// committed feeds a committed register value to the watch and ships what
-// the watch hands out to every region's publisher, from the node of the
-// partition's write region (the one that committed a failover).
-func (d *foDNS) committed(i int, version uint64, s failover.State) {
-	fw := d.fw
-	data, err := failover.Encode(nil, s)
-	if err != nil {
-		fw.e.viol.add(fw.now(), ViolationProtocol, "dns feed: partition %d: %v", i, err)
+// routes ships the routes a node learned (its register watch: its own
+// commits and reads, and its peers' learns) to the publisher of its
+// region, on the region's first node.
+func (d *foDNS) routes(n *foNode, rs []txtdns.Route) {
+	if d == nil || len(rs) == 0 {
 		return
 	}
-	d.watch.Observe(fw.parts[i].name, caspaxos.Value{Version: version, Data: data})
-	evs, err := d.watch.Drain(d.sub)
-	if err != nil { // cannot overflow: drained after every value
-		fw.e.viol.add(fw.now(), ViolationSimulator, "dns watch: %v", err)
-		return
+	r := d.fw.regionIndex(n.region)
+	if r < 0 {
+		return // the witness publishes nothing
 	}
-	for _, ev := range evs {
-		st, err := failover.Decode(ev.Value.Data)
-		if err != nil {
+	for _, rt := range rs {
+		i := int(rt.Partition) - 1
+		if i < 0 || i >= len(d.fw.parts) {
 			continue
 		}
-		rt := routeOf(fw.rp(i), st, fw.now())
-		from, ok := fw.nodeFor(i, st.WriteRegion)
-		if !ok {
-			continue
-		}
-		for r := range d.pubs {
-			d.send(from, int32(r), foDNSMsg{kind: dnsFeed, pub: r, part: i, client: -1, route: rt})
-		}
+		rt.CommittedAt = foTime(d.fw.now())
+		d.send(n.idx, int32(r), foDNSMsg{kind: dnsFeed, pub: r, part: i, client: -1, route: rt})
 	}
 }
 
@@ -377,18 +348,23 @@ func (h foDNSH) Fire(now time.Duration, arg uint64) {
 }
 
 // pubLive reports whether region r's publisher runs; one that comes back
-// after missing updates first catches up from the watch (as a publisher
-// resubscribing from the last version it processed would).
+// after missing updates first catches up from what the nodes of its region
+// know (as a publisher resubscribing to its local nodes' watch would).
 func (d *foDNS) pubLive(r int) bool {
 	if !d.fw.e.w.Live(int32(r)) {
 		return false
 	}
 	if d.pubMissed[r] {
 		d.pubMissed[r] = false
-		for i := range d.fw.parts {
-			if v, ok := d.watch.Latest(d.fw.parts[i].name); ok {
-				if st, err := failover.Decode(v.Data); err == nil {
-					d.apply(r, routeOf(d.fw.rp(i), st, d.fw.now()))
+		for _, n := range d.fw.nodes {
+			if n.mgr == nil || d.fw.regionIndex(n.region) != r {
+				continue
+			}
+			for i := range d.fw.parts {
+				if st, _, ok := n.mgr.State(d.fw.parts[i].name); ok {
+					rt := node.RouteOf(d.fw.parts[i].id, st, 0)
+					rt.CommittedAt = foTime(d.fw.now())
+					d.apply(r, rt)
 				}
 			}
 		}

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"github.com/fmnode/fmnode/failover"
 	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/quorum"
 )
@@ -26,11 +25,10 @@ func (fw *foWorld) noteClientError(c *foClient, r quorum.Region) {
 
 // reportClientError hands c's pending error to the node its attempt reached.
 func (fw *foWorld) reportClientError(c *foClient, n *foNode) {
-	if !c.grayErr.pending || n.mgr == nil {
+	if !c.grayErr.pending || n.node == nil {
 		return
 	}
 	e := c.grayErr
 	c.grayErr.pending = false
-	n.mgr.ReportClientError(n.local(), fw.parts[c.part].name, e.region, failover.Epoch(e.epoch))
-	n.fed = true
+	n.node.ClientError(n.local(), fw.parts[c.part].id, e.region, e.epoch)
 }

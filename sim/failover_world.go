@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/fmnode/fmnode/caspaxos"
 	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/internal/nodewire"
 	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/quorum"
 )
@@ -57,14 +57,9 @@ const (
 	foMaxAttempts    = 200
 	// foCatchUpChecks bounds the partitions a catch-up poll looks at.
 	foCatchUpChecks = 8192
-)
-
-// Tags of the register operations a node submits to its proposer.
-const (
-	foTagInit uint64 = iota
-	foTagCAS
-	foTagRead
-	foTagKinds
+	// foFsyncMin and foFsyncMax bound a simulated fsync.
+	foFsyncMin = 200 * time.Microsecond
+	foFsyncMax = 2 * time.Millisecond
 )
 
 // foWorld is the failover system on a simulated world: per node a CASPaxos
@@ -75,10 +70,14 @@ type foWorld struct {
 	e       *env
 	spec    foSpec
 	regions []quorum.Region
-	cas     *Cluster
-	ctl     *Network[foCtl]
-	data    *Network[partition.Message]
-	nodes   []*foNode
+	// net carries every node-to-node batch (register, replication,
+	// heartbeats, learns), as the daemon's one connection per peer does.
+	net   *Network[nodewire.Batch]
+	nodes []*foNode
+	// pcfg is every node's register proposer config; diskRand draws fsync
+	// times.
+	pcfg     caspaxos.ProposerConfig
+	diskRand *rand.Rand
 	parts   []foPart
 	// nodeOf is every partition's nodeOfReg in one flat array: nodeFor runs
 	// once per message, and reaching the partition's own slice missed the
@@ -95,13 +94,10 @@ type foWorld struct {
 
 	// reg is the newest committed register value of each partition seen
 	// anywhere (results and reads are committed values); known counts the
-	// partitions with one.
+	// partitions with one. Only the checkers and metrics read it: no node
+	// acts on it.
 	reg   []foReg
 	known int
-	// regEpoch is reg[i].state.Epoch, or above every epoch while reg[i]
-	// has none: every status report compares against it (flushStatus),
-	// and reading it from reg cost a cache miss per report.
-	regEpoch []failover.Epoch
 	// convergeCursor is where converged starts looking.
 	convergeCursor int
 	// promoted records which region was promoted at each (partition,
@@ -142,30 +138,31 @@ type foReg struct {
 	have    bool
 }
 
-// foCtl is the control-plane message between nodes: a liveness
-// heartbeat, or a committed register value the proposing node shares
-// ("learn") so that every node's manager sees it without a register write.
-type foCtl struct {
-	hb      failover.Heartbeat
-	isLearn bool
-	part    int32
-	version uint64
-	data    []byte
-}
-
-func summarizeFoCtl(t *Trace, m *foCtl) {
-	if m.isLearn {
-		t.Byte(1)
-		t.U64(uint64(m.part))
-		t.U64(m.version)
-		return
+// summarizeBatch folds a node-to-node batch into the trace.
+func summarizeBatch(t *Trace, b *nodewire.Batch) {
+	t.U64(uint64(b.From))
+	t.U64(uint64(b.To))
+	t.U64(uint64(len(b.CAS)))
+	for i := range b.CAS {
+		t.Byte(byte(b.CAS[i].Type))
+		t.U64(uint64(len(b.CAS[i].Items)))
 	}
-	t.Byte(2)
-	t.Byte(byte(m.hb.Kind))
-	t.U64(uint64(m.hb.From))
-	t.U64(uint64(m.hb.To))
-	t.U64(m.hb.Seq)
-	t.U64(m.hb.ViewSeq)
+	t.U64(uint64(len(b.Data)))
+	for i := range b.Data {
+		summarizePartMsg(t, &b.Data[i])
+	}
+	t.U64(uint64(len(b.Heartbeats)))
+	for i := range b.Heartbeats {
+		hb := &b.Heartbeats[i]
+		t.Byte(byte(hb.Kind))
+		t.U64(hb.Seq)
+		t.U64(hb.ViewSeq)
+	}
+	t.U64(uint64(len(b.Learns)))
+	for i := range b.Learns {
+		t.Str(b.Learns[i].Key)
+		t.U64(b.Learns[i].Version)
+	}
 }
 
 func summarizePartMsg(t *Trace, m *partition.Message) {
@@ -236,33 +233,21 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	if fw.window < 1 {
 		return nil, fmt.Errorf("%w: proposer MaxInFlight %d leaves no register window", ErrConfig, pcfg.MaxInFlight)
 	}
-	cas, err := newCluster(e.w, ClusterConfig{
-		Acceptors: len(nodeRegion), Proposers: len(nodeRegion),
-		Proposer: pcfg,
-		FsyncMin: 200 * time.Microsecond, FsyncMax: 2 * time.Millisecond,
-	}, &e.viol)
-	if err != nil {
-		return nil, err
-	}
-	fw.cas = cas
-	fw.ctl = NewNetwork[foCtl](e.w, foCtlRcv{fw}, 1<<20, summarizeFoCtl)
-	fw.data = NewNetwork[partition.Message](e.w, foDataRcv{fw}, 1<<22, summarizePartMsg)
+	fw.pcfg = pcfg
+	fw.diskRand = NewRand(cfg.Seed, StreamDisk)
+	fw.net = NewNetwork[nodewire.Batch](e.w, foNetRcv{fw}, 1<<22, summarizeBatch)
 	if err := fw.placePartitions(); err != nil {
 		return nil, err
 	}
 	fw.reg = make([]foReg, len(fw.parts))
-	fw.regEpoch = make([]failover.Epoch, len(fw.parts))
-	for i := range fw.regEpoch {
-		fw.regEpoch[i] = math.MaxUint64
-	}
 	fw.m.init(len(fw.parts))
 	var fnodes []failover.Node
 	for i, r := range nodeRegion {
 		fnodes = append(fnodes, failover.Node{ID: failover.NodeID(i + 1), Region: quorum.Region(topo.Regions[r])})
 	}
 	for i, r := range nodeRegion {
-		n := &foNode{fw: fw, idx: int32(i), region: quorum.Region(topo.Regions[r]), fnodes: fnodes, store: partition.NewMemStore()}
-		n.inflightCAS = make(map[int]failover.Proposal)
+		n := &foNode{fw: fw, idx: int32(i), region: quorum.Region(topo.Regions[r]), fnodes: fnodes,
+			store: partition.NewMemStore(), acc: caspaxos.NewMemoryStore()}
 		fw.nodes = append(fw.nodes, n)
 		if err := n.boot(true); err != nil {
 			return nil, err
@@ -354,13 +339,12 @@ func (fw *foWorld) initRegisters(bound time.Duration) bool {
 		n := fw.nodes[fw.parts[i].replicas[0].Node-1]
 		s, err := failover.Decode(fw.parts[i].init)
 		if err == nil {
-			err = n.mgr.Create(fw.parts[i].name, s)
+			err = n.node.CreateRegister(fw.parts[i].id, s)
 		}
 		if err != nil {
 			fw.e.viol.add(fw.now(), ViolationProtocol, "create %s: %v", fw.parts[i].name, err)
 			return false
 		}
-		n.fed = true
 	}
 	for _, n := range fw.nodes {
 		n.pump()
@@ -395,10 +379,6 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, at time.Dura
 		fw.known++
 	}
 	r.have, r.version, r.state = true, version, s
-	fw.regEpoch[i] = s.Epoch
-	if fw.dns != nil {
-		fw.dns.committed(i, version, s)
-	}
 	if old.have {
 		fw.m.registerWrite(fw, i, old.state, s, at)
 	}
@@ -423,53 +403,23 @@ func (fw *foWorld) recordPromote(i int, e failover.Epoch, r quorum.Region, at ti
 	}
 }
 
-// foCtlRcv delivers control messages to node managers.
-type foCtlRcv struct{ fw *foWorld }
+// foNetRcv delivers node-to-node batches.
+type foNetRcv struct{ fw *foWorld }
 
-func (r foCtlRcv) Deliver(now time.Duration, from, to int32, m foCtl) {
-	n := r.fw.nodes[to]
-	if n.mgr == nil {
-		return
-	}
-	local := r.fw.e.w.Local(to)
-	if m.isLearn {
-		s, err := failover.Decode(m.data)
-		if err != nil {
-			r.fw.e.viol.add(now, ViolationProtocol, "learn of %d: %v", m.part, err)
-			return
-		}
-		n.mgr.ObserveState(local, r.fw.parts[m.part].name, m.version, s)
-		n.fed = true
-	} else if err := n.mgr.StepHeartbeat(local, m.hb); err != nil {
-		r.fw.e.viol.add(now, ViolationProtocol, "node %d heartbeat: %v", to, err)
-	}
-	n.fed = true
-	n.pump()
+func (r foNetRcv) Deliver(now time.Duration, from, to int32, b nodewire.Batch) {
+	r.fw.nodes[to].step(&b)
 }
 
-// foDataRcv delivers replication messages to node hosts.
-type foDataRcv struct{ fw *foWorld }
-
-func (r foDataRcv) Deliver(now time.Duration, from, to int32, m partition.Message) {
-	n := r.fw.nodes[to]
-	if n.host == nil {
-		return
-	}
-	_ = n.host.Step(r.fw.e.w.Local(to), &m) // a refused message is the core's answer, not an error of the run
-	n.markDirty(int(m.Partition) - 1)
-	n.pump()
+// fsyncDelay draws one fsync's duration.
+func (fw *foWorld) fsyncDelay() time.Duration {
+	return time.Duration(uniform(fw.diskRand, int64(foFsyncMin), int64(foFsyncMax)+1))
 }
 
 // checkHosts folds every live host's and manager's own invariant checks
 // into the run.
 func (fw *foWorld) checkHosts() {
 	for _, n := range fw.nodes {
-		if n.host != nil {
-			if err := n.host.Violation(); err != nil {
-				fw.e.viol.add(fw.now(), ViolationInvariant, "node %d: %v", n.idx, err)
-			}
-		}
-		n.checkManager()
+		n.checkNode()
 	}
 }
 

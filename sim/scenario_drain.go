@@ -163,11 +163,10 @@ func (s drainScenario) inject(r *foRun) {
 // ask has the driver start (or resume) the drain.
 func (s drainScenario) ask(r *foRun) {
 	n := r.fw.drainDriver()
-	if n.mgr == nil {
+	if n.node == nil {
 		return
 	}
-	n.mgr.Drain(n.local(), r.fw.regions[s.drained()], "scenario graceful-drain")
-	n.fed = true
+	n.node.Drain(n.local(), r.fw.regions[s.drained()], "scenario graceful-drain")
 	n.pump()
 }
 

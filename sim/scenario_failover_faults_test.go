@@ -260,7 +260,7 @@ func TestFlappingLeaseLapsedWriteLost(t *testing.T) {
 func TestDeadRegionNotProbedPerPartition(t *testing.T) {
 	const parts, outage = 60, 3 * time.Minute
 	res, d := runDrill(t, "region-outage", 1, parts, outage)
-	dropped := d.fw.data.Stats.DroppedDown
+	dropped := d.fw.net.Stats.DroppedDown
 	t.Logf("data messages lost to the dead region: %d; re-sync %.2fs", dropped, res.FailoverReport.ResyncSeconds)
 	// Until the view suspects the region (TakeoverDelay, seconds in the
 	// fast profile) each partition probes it a handful of times; probing
