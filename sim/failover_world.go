@@ -78,7 +78,7 @@ type foWorld struct {
 	// times.
 	pcfg     caspaxos.ProposerConfig
 	diskRand *rand.Rand
-	parts   []foPart
+	parts    []foPart
 	// nodeOf is every partition's nodeOfReg in one flat array: nodeFor runs
 	// once per message, and reaching the partition's own slice missed the
 	// cache twice.
