@@ -1,3 +1,9 @@
+// The Manager: its configuration and defaults, the entry it keeps per
+// hosted partition, the placement of the partitions it hosts
+// (AddPartition), the event log, and the loop's entry points: the inputs
+// StepHeartbeat, Tick and Evaluate, NextDeadline, and Ready for the
+// outputs. The manager_*.go files hold the concepts the loop calls into.
+
 package failover
 
 import (
