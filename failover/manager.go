@@ -171,6 +171,10 @@ type Manager struct {
 	stats     ManagerStats
 }
 
+// partition is the manager's entry for one hosted (or watched) partition:
+// its placement, the register value it holds, the local replica's last
+// status, the bookkeeping derived from them, and what it has in flight
+// with the driver or waiting for the window.
 type partition struct {
 	name      string
 	placement []RegionNode
@@ -365,6 +369,7 @@ func (m *Manager) AddPartition(pl Placement) error {
 	return nil
 }
 
+// nodeOf returns the node that hosts p's replica in region r.
 func (m *Manager) nodeOf(p *partition, r Region) (NodeID, bool) {
 	for _, rn := range p.placement {
 		if rn.Region == r {
@@ -447,6 +452,7 @@ func (m *Manager) markRecheck(p *partition) {
 	}
 }
 
+// event appends to the event log, dropping the oldest beyond MaxEvents.
 func (m *Manager) event(name string, k DecisionKind, text string) {
 	m.events = append(m.events, Event{At: m.now, Partition: name, Kind: k, Text: text})
 	if over := len(m.events) - m.cfg.MaxEvents; over > 0 {

@@ -37,6 +37,11 @@ func (m *Manager) Draining(r Region) (remaining int, active bool) {
 	return remaining, active
 }
 
+// tickDrains starts the switchovers the drains may start now, region by
+// region and partition by partition in name order: each to the best
+// eligible candidate (Rank), while fewer than DrainConcurrency run and the
+// rate allows, with the drained region added to NeverPromote. It starts
+// none until every hosted partition's register value is known.
 func (m *Manager) tickDrains(now time.Duration) {
 	if len(m.draining) == 0 {
 		return

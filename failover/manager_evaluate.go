@@ -13,6 +13,9 @@ import (
 	"time"
 )
 
+// evaluateDirty evaluates the queued partitions in name order, skipping
+// the quiet ones (and re-arming their RetryAt as the evaluation would),
+// then hands free window slots to the waiting partitions (admit).
 func (m *Manager) evaluateDirty(now time.Duration) {
 	if len(m.dirty) == 0 {
 		m.admit(now)
@@ -125,6 +128,13 @@ func (m *Manager) verifyQuiet(now time.Duration, p *partition) {
 // ManagerConfig.VerifySkips), or nil.
 func (m *Manager) Violation() error { return m.violation }
 
+// evaluateOne runs one evaluation of p: the gray check; a wanted read or
+// a create, through the window; nothing more while an operation is with
+// the driver or the register value is unknown or stale; else Decide on
+// the evidence, and what its decision calls for: a reassert, a prepared
+// grow, a proposal through the window (failovers within
+// MaxConcurrentPerTarget), or, when another region is the preferred
+// proposer, a backup proposal after its stagger.
 func (m *Manager) evaluateOne(now time.Duration, p *partition) {
 	m.checkGray(now, p)
 	if p.inflight || p.reading {
@@ -281,6 +291,8 @@ func (m *Manager) decidePassingOver(now time.Duration, p *partition, ev Evidence
 	return Decide(m.cfg.Failover, p.state, ev)
 }
 
+// preferredProposer is the region whose node proposes d first: the target
+// of a failover or of a switchover's completion, else the write region.
 func (m *Manager) preferredProposer(p *partition, d Decision) Region {
 	switch d.Kind {
 	case DecideFailover, DecideCompleteSwitchover:

@@ -22,6 +22,8 @@ func (m *Manager) Evidence(now time.Duration, name string) (Evidence, bool) {
 	return ev, true
 }
 
+// evidence is evidenceInto on a slice of its own, for evidence kept beyond
+// the call.
 func (m *Manager) evidence(now time.Duration, p *partition) Evidence {
 	return m.evidenceInto(now, p, make([]ReplicaEvidence, 0, len(p.placement))) // one allocation per evaluation, not one per growth
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 )
 
+// followerLag is a follower whose match LSN has stood at match, below the
+// write region's last LSN, since since.
 type followerLag struct {
 	region Region
 	match  LSN
@@ -168,6 +170,7 @@ func (p *partition) growReady(r Region) bool {
 	return false
 }
 
+// cmpRegion orders regions by name.
 func cmpRegion(a, b Region) int {
 	switch {
 	case a < b:

@@ -130,6 +130,9 @@ func (m *Manager) checkGray(now time.Duration, p *partition) {
 	m.markDirty(p)
 }
 
+// clearGray drops the client errors counted against p's write region and
+// the manager's own verdict (SetGray's stands), and brings the node-level
+// claim in step.
 func (m *Manager) clearGray(p *partition) {
 	if g := p.gs; g != nil {
 		g.errs = 0

@@ -138,6 +138,9 @@ func (m *Manager) reconcile(p *partition) {
 	}
 }
 
+// propose hands d to the driver as a Proposal against the register
+// version p holds, taking a window slot, and records what is in flight
+// (its kind, target and version, and the lease run it is made in).
 func (m *Manager) propose(p *partition, d Decision, backup bool) {
 	m.unqueue(p)
 	m.ops++
@@ -205,6 +208,7 @@ func (m *Manager) RequestRead(name string) {
 	}
 }
 
+// startRead hands p's read-back to the driver, taking a window slot.
 func (m *Manager) startRead(p *partition) {
 	m.unqueue(p)
 	p.readWant, p.reading = false, true

@@ -7,6 +7,8 @@ package failover
 
 import "time"
 
+// setTimer arms p's timer for at, unless one no later is armed (or at is
+// not positive).
 func (m *Manager) setTimer(p *partition, at time.Duration) {
 	if at <= 0 || (p.timerAt != 0 && p.timerAt <= at) {
 		return
@@ -15,6 +17,7 @@ func (m *Manager) setTimer(p *partition, at time.Duration) {
 	m.timers.push(partTimer{at: at, p: p})
 }
 
+// partTimer is a timer armed for partition p at at.
 type partTimer struct {
 	at time.Duration
 	p  *partition

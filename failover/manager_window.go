@@ -28,6 +28,7 @@ const (
 	classOther
 )
 
+// classOf is the class a proposal of kind k waits in.
 func classOf(k DecisionKind) opClass {
 	if k == DecideFailover {
 		return classFailover
@@ -64,6 +65,7 @@ func (m *Manager) gate(p *partition, c opClass) bool {
 	return false
 }
 
+// unqueue takes p out of the wait queue if it waits there.
 func (m *Manager) unqueue(p *partition) {
 	if p.qidx >= 0 {
 		heap.Remove(&m.waiting, p.qidx)
@@ -81,6 +83,7 @@ func (m *Manager) admit(now time.Duration) {
 	}
 }
 
+// windowFull refuses an operator request while every slot is taken.
 func (m *Manager) windowFull() error {
 	if m.ops >= m.cfg.MaxInFlight {
 		return fmt.Errorf("%w: %d register operations in flight and %d waiting (MaxInFlight %d)",
