@@ -1,3 +1,9 @@
+// Drain pacing: the rate limit on switchover starts (a GCRA bucket,
+// rebuilt from the registers when a drain is asked for again after a
+// restart), the count of switchovers a drain has running, and DrainWait,
+// what a partition queued for a drain waits on. The drain loop itself is
+// in manager_drain.go.
+
 package failover
 
 import (

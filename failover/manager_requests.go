@@ -1,0 +1,58 @@
+// Operator requests for single partitions and for all: a switchover, a
+// pause of one partition (both refused while the partition has a proposal
+// in flight or the admission window is full), and the global pause.
+
+package failover
+
+import (
+	"fmt"
+	"time"
+)
+
+// Switchover asks for a graceful move of a partition's write region.
+func (m *Manager) Switchover(now time.Duration, name string, target Region, reason string) error {
+	p := m.parts[name]
+	if p == nil || !p.have {
+		return fmt.Errorf("%w: unknown partition %q", ErrRefused, name)
+	}
+	if p.inflight {
+		return fmt.Errorf("%w: partition %q has a proposal in flight", ErrRefused, name)
+	}
+	if err := m.windowFull(); err != nil {
+		return err
+	}
+	d, err := RequestSwitchover(m.cfg.Failover, p.state, m.evidence(now, p), target, reason)
+	if err != nil {
+		return err
+	}
+	m.propose(p, d, false)
+	return nil
+}
+
+// SetPaused pauses or resumes automatic failover of one partition.
+func (m *Manager) SetPaused(now time.Duration, name string, paused bool, reason string) error {
+	p := m.parts[name]
+	if p == nil || !p.have {
+		return fmt.Errorf("%w: unknown partition %q", ErrRefused, name)
+	}
+	if p.inflight {
+		return fmt.Errorf("%w: partition %q has a proposal in flight", ErrRefused, name)
+	}
+	if err := m.windowFull(); err != nil {
+		return err
+	}
+	d, err := RequestPause(m.cfg.Failover, p.state, m.evidence(now, p), paused, reason)
+	if err != nil || d.Next == nil {
+		return err
+	}
+	m.propose(p, d, false)
+	return nil
+}
+
+// SetGlobalPause suppresses (or resumes) automatic failover everywhere.
+func (m *Manager) SetGlobalPause(paused bool, reason string) {
+	m.paused, m.pauseWhy = paused, reason
+	for _, p := range m.sorted {
+		m.markDirty(p)
+	}
+}
