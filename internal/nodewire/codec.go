@@ -112,7 +112,7 @@ func Decode(payload []byte) (Batch, error) {
 	b.From = NodeID(r.uvarint("from"))
 	b.To = NodeID(r.uvarint("to"))
 	if err := decodeSections(&r, &b); err != nil {
-		return Batch{}, err
+		return Batch{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if r.left() != 0 {
 		return Batch{}, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, r.left())
@@ -173,7 +173,7 @@ func decodeCAS(r *reader) caspaxos.Message {
 	start := r.off - len(body)
 	m, err := wire.DecodeMessage(body)
 	if err != nil {
-		r.err = fmt.Errorf("%w: at offset %d: %w", ErrCorrupt, start, err)
+		r.err = fmt.Errorf("at offset %d: %w", start, err)
 	}
 	return m
 }

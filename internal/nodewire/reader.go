@@ -7,8 +7,9 @@ import (
 )
 
 // reader reads fields from a payload. The first failure sticks, so callers
-// read straight through and check once; every failure wraps ErrCorrupt and
-// names the field and the offset.
+// read straight through and check once; a failure names the field and the
+// offset (Decode wraps it in ErrCorrupt once, after the section's context,
+// so messages read "corrupt batch: data message 3: ...").
 type reader struct {
 	b   []byte
 	off int
@@ -19,7 +20,7 @@ func (r *reader) left() int { return len(r.b) - r.off }
 
 func (r *reader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s at offset %d", ErrCorrupt, fmt.Sprintf(format, args...), r.off)
+		r.err = fmt.Errorf("%s at offset %d", fmt.Sprintf(format, args...), r.off)
 	}
 }
 
