@@ -90,3 +90,6 @@ func TestAppendFrameRefuses(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	require.Equal(t, []byte("keep"), got)
 }
+
+// appendRawFrame frames payload as it is, valid or not.
+func appendRawFrame(payload []byte) []byte { return wire.AppendFrame(nil, payload) }

@@ -17,20 +17,19 @@ func uv(x uint64) []byte { return binary.AppendUvarint(nil, x) }
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
-// Building blocks of hand-made payloads: a batch header, and the empty
-// sections that follow a given one.
-var (
-	hdr        = []byte{formatV1, 0, 0}
-	noSections = []byte{0, 0, 0, 0}
-)
+// hdr is the header of a hand-made payload (format, from 0, to 0).
+func hdr() []byte { return []byte{formatV1, 0, 0} }
+
+// noSections is four empty sections.
+func noSections() []byte { return []byte{0, 0, 0, 0} }
 
 // dataOnly is a batch whose only section is one partition message body.
 func dataOnly(body ...[]byte) []byte {
-	return cat(hdr, []byte{0, 1}, cat(body...), []byte{0, 0})
+	return cat(hdr(), []byte{0, 1}, cat(body...), []byte{0, 0})
 }
 
 // hbOnly is a batch whose only section is one heartbeat body.
-func hbOnly(body ...[]byte) []byte { return cat(hdr, []byte{0, 0, 1}, cat(body...), []byte{0}) }
+func hbOnly(body ...[]byte) []byte { return cat(hdr(), []byte{0, 0, 1}, cat(body...), []byte{0}) }
 
 // TestDecodeRefuses: malformed payloads are refused with ErrCorrupt and a
 // message naming the problem.
@@ -41,14 +40,14 @@ func TestDecodeRefuses(t *testing.T) {
 		payload    []byte
 	}{
 		{"empty", "format truncated", nil},
-		{"unknown format", "unknown format version 2", cat([]byte{2, 0, 0}, noSections)},
-		{"trailing byte", "1 trailing bytes", cat(hdr, noSections, []byte{0})},
-		{"non-canonical uvarint", "from not in shortest form", cat([]byte{formatV1, 0x80, 0x00, 0}, noSections)},
-		{"uvarint overflow", "from overflows 64 bits", cat([]byte{formatV1}, bytes.Repeat([]byte{0xff}, 10), []byte{1, 0}, noSections)},
-		{"cas count beyond bytes", "cas count 5 cannot fit", cat(hdr, []byte{5, 0, 0, 0})},
-		{"unknown cas type", "unknown type 99", cat(hdr, []byte{1, 6, 1, 99, 0, 0, 0, 0}, []byte{0, 0, 0})},
-		{"empty cas message", "format truncated", cat(hdr, []byte{1, 0}, bytes.Repeat([]byte{0}, 9))},
-		{"cas count over budget", "cas count 65537 exceeds 65536", cat(hdr, uv(MaxBatchMessages+1), []byte{0, 0, 0})},
+		{"unknown format", "unknown format version 2", cat([]byte{2, 0, 0}, noSections())},
+		{"trailing byte", "1 trailing bytes", cat(hdr(), noSections(), []byte{0})},
+		{"non-canonical uvarint", "from not in shortest form", cat([]byte{formatV1, 0x80, 0x00, 0}, noSections())},
+		{"uvarint overflow", "from overflows 64 bits", cat([]byte{formatV1}, bytes.Repeat([]byte{0xff}, 10), []byte{1, 0}, noSections())},
+		{"cas count beyond bytes", "cas count 5 cannot fit", cat(hdr(), []byte{5, 0, 0, 0})},
+		{"unknown cas type", "unknown type 99", cat(hdr(), []byte{1, 6, 1, 99, 0, 0, 0, 0}, []byte{0, 0, 0})},
+		{"empty cas message", "format truncated", cat(hdr(), []byte{1, 0}, bytes.Repeat([]byte{0}, 9))},
+		{"cas count over budget", "cas count 65537 exceeds 65536", cat(hdr(), uv(MaxBatchMessages+1), []byte{0, 0, 0})},
 		{"unknown data type 0", "unknown partition message type 0", dataOnly([]byte{0, 0})},
 		{"unknown data type", "unknown partition message type 6", dataOnly([]byte{6, 0})},
 		{"unknown mask bits", "unknown mask bits 0x80000000", dataOnly([]byte{1}, uv(1<<31))},
@@ -67,13 +66,13 @@ func TestDecodeRefuses(t *testing.T) {
 		{"kv value length beyond bytes", "kv value length 9 but 4 bytes left", dataOnly([]byte{1}, uv(dKVs), []byte{1, 0, 9, 0, 0})},
 		{"unknown heartbeat kind 0", "unknown heartbeat kind 0", hbOnly([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0})},
 		{"unknown heartbeat kind", "unknown heartbeat kind 5", hbOnly([]byte{5, 0, 0, 0, 0, 0, 0, 0, 0})},
-		{"heartbeat count over bound", "heartbeat count 257 exceeds 256", cat(hdr, []byte{0, 0}, uv(MaxBatchHeartbeats+1), make([]byte, 9*(MaxBatchHeartbeats+1)))},
+		{"heartbeat count over bound", "heartbeat count 257 exceeds 256", cat(hdr(), []byte{0, 0}, uv(MaxBatchHeartbeats+1), make([]byte, 9*(MaxBatchHeartbeats+1)))},
 		{"suspects duplicate", "suspects not strictly ascending or overflowing at 1", hbOnly(validHB, []byte{2, 5, 0, 0, 0})},
 		{"gray overflow", "gray not strictly ascending or overflowing at 1", hbOnly(validHB, []byte{0, 2}, uv(math.MaxUint64), []byte{1, 0})},
 		{"withheld over bound", "withheld 1025 exceeds 1024", hbOnly(validHB, []byte{0, 0}, uv(MaxNodeList+1), make([]byte, MaxNodeList+1))},
-		{"learn key too long", "learn key length 1025 exceeds 1024", cat(hdr, []byte{0, 0, 0, 1}, uv(MaxLearnKeyBytes+1), make([]byte, MaxLearnKeyBytes+3))},
-		{"learn data too long", "learn data length 1048577 exceeds 1048576", cat(hdr, []byte{0, 0, 0, 1, 0, 0}, uv(MaxLearnDataBytes+1))},
-		{"total over budget", "heartbeat count 1 exceeds 0", cat(hdr, []byte{0}, uv(MaxBatchMessages), bytes.Repeat([]byte{1, 0}, MaxBatchMessages), []byte{1}, validHB, []byte{0, 0, 0, 0})},
+		{"learn key too long", "learn key length 1025 exceeds 1024", cat(hdr(), []byte{0, 0, 0, 1}, uv(MaxLearnKeyBytes+1), make([]byte, MaxLearnKeyBytes+3))},
+		{"learn data too long", "learn data length 1048577 exceeds 1048576", cat(hdr(), []byte{0, 0, 0, 1, 0, 0}, uv(MaxLearnDataBytes+1))},
+		{"total over budget", "heartbeat count 1 exceeds 0", cat(hdr(), []byte{0}, uv(MaxBatchMessages), bytes.Repeat([]byte{1, 0}, MaxBatchMessages), []byte{1}, validHB, []byte{0, 0, 0, 0})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode(tc.payload)
@@ -86,7 +85,7 @@ func TestDecodeRefuses(t *testing.T) {
 // TestDecodeRefusesCASWithBothSentinels: a bad CAS message is corrupt for
 // this package and for caspaxos.
 func TestDecodeRefusesCASWithBothSentinels(t *testing.T) {
-	_, err := Decode(cat(hdr, []byte{1, 6, 1, 99, 0, 0, 0, 0}, []byte{0, 0, 0}))
+	_, err := Decode(cat(hdr(), []byte{1, 6, 1, 99, 0, 0, 0, 0}, []byte{0, 0, 0}))
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorIs(t, err, caspaxos.ErrCorrupt)
 }
