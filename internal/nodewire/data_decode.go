@@ -53,7 +53,7 @@ func (f fieldReader) region(bit uint64, field string) partition.Region {
 	if f.err == nil && len(b) == 0 {
 		f.fail("%s present but empty", field)
 	}
-	return partition.Region(b)
+	return partition.Region(f.reader.region(b))
 }
 
 // count reads a present list's count, which must be at least one.

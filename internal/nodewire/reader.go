@@ -14,6 +14,24 @@ type reader struct {
 	b   []byte
 	off int
 	err error
+	// regions holds the region names decoded last: a batch names the same
+	// two or three regions in every partition message, so reusing their
+	// strings saves two allocations per message.
+	regions [4]string
+	next    int
+}
+
+// region returns b as a string, reusing a recent equal one.
+func (r *reader) region(b []byte) string {
+	for _, s := range r.regions {
+		if s == string(b) {
+			return s
+		}
+	}
+	s := string(b)
+	r.regions[r.next%len(r.regions)] = s
+	r.next++
+	return s
 }
 
 func (r *reader) left() int { return len(r.b) - r.off }
