@@ -263,6 +263,9 @@ func (n *foNode) send(bs []nodewire.Batch) {
 		for j := range b.Data {
 			fw.m.dataSent(fw, to, &b.Data[j])
 		}
+		if !fw.e.w.Live(to) {
+			fw.dataToDown += uint64(len(b.Data))
+		}
 		fw.net.Send(n.idx, to, b)
 	}
 }

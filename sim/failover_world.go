@@ -78,7 +78,9 @@ type foWorld struct {
 	// times.
 	pcfg     caspaxos.ProposerConfig
 	diskRand *rand.Rand
-	parts    []foPart
+	// dataToDown counts replication messages sent to a node that was down.
+	dataToDown uint64
+	parts      []foPart
 	// nodeOf is every partition's nodeOfReg in one flat array: nodeFor runs
 	// once per message, and reaching the partition's own slice missed the
 	// cache twice.

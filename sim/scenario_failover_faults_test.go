@@ -253,14 +253,15 @@ func TestFlappingLeaseLapsedWriteLost(t *testing.T) {
 	runDrill(t, "flapping", 30, 60, 3*time.Minute)
 }
 
-// TestDeadRegionNotProbedPerPartition: once the nodes' liveness view
+// TestDeadRegionNotProbedPerPartition (replication messages sent to a
+// powered-off node): once the nodes' liveness view
 // suspects the powered-off region, no partition keeps probing its replica
 // there (each used to, once per MaxContactBackoff, for the whole outage),
 // and the replicas are contacted at once when the region is heard again.
 func TestDeadRegionNotProbedPerPartition(t *testing.T) {
 	const parts, outage = 60, 3 * time.Minute
 	res, d := runDrill(t, "region-outage", 1, parts, outage)
-	dropped := d.fw.net.Stats.DroppedDown
+	dropped := d.fw.dataToDown
 	t.Logf("data messages lost to the dead region: %d; re-sync %.2fs", dropped, res.FailoverReport.ResyncSeconds)
 	// Until the view suspects the region (TakeoverDelay, seconds in the
 	// fast profile) each partition probes it a handful of times; probing
