@@ -22,6 +22,14 @@
 // dialer expected, an unknown id or a higher id that dials are refused.
 // The whole handshake (TLS included) is bounded by HandshakeTimeout.
 //
+// # TLS
+//
+// With Config.TLS (see MutualTLS) every connection is TLS 1.3 and both
+// sides present a certificate the cluster CA signed; a plaintext peer, or
+// one whose certificate another CA signed, fails the TLS handshake in
+// either direction. The hello's node id is not bound to the certificate:
+// any holder of a cluster certificate may claim any id.
+//
 // # Queues
 //
 // Send encodes the batch at once (so the caller may reuse it) and appends

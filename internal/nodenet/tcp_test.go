@@ -361,3 +361,17 @@ func TestJitterStaysInBounds(t *testing.T) {
 		assert.LessOrEqual(t, d, 100*time.Millisecond, "rand %v", f)
 	}
 }
+
+func TestSilentPeerIsClosedAfterIdleTimeout(t *testing.T) {
+	checkGoroutines(t)
+	n := startNode(t, 3, func(c *Config) {
+		c.KeepaliveInterval, c.IdleTimeout = 20*time.Millisecond, 150*time.Millisecond
+		c.Peers = map[NodeID]string{1: ""}
+	})
+	c, br := rawDial(t, n, 1) // completes the hello, then never writes
+	start := time.Now()
+	require.Eventually(t, connected(n, 1), waitFor, tick)
+	waitClosed(t, c, br) // reads (and discards) the node's keepalives until it hangs up
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+	require.Eventually(t, func() bool { return !n.Stats()[1].Connected }, waitFor, tick)
+}
