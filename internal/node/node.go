@@ -60,8 +60,9 @@ type Node struct {
 	hostAt, mgrAt, propAt time.Duration
 
 	// scratch for the status path (the manager copies what it keeps).
-	progBuf []partition.FollowerProgress
-	statBuf []failover.FollowerStatus
+	progBuf   []partition.FollowerProgress
+	peerCount []int
+	statBuf   []failover.FollowerStatus
 	// inflight counts Readys handed out and not yet advanced.
 	inflight int
 	stats    Stats

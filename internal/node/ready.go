@@ -1,13 +1,16 @@
 package node
 
 import (
+	"slices"
+
 	"github.com/fmnode/fmnode/caspaxos"
 	"github.com/fmnode/fmnode/internal/nodewire"
 	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/txtdns"
 )
 
-// Ready is what a node hands its driver. The driver carries it out in this
+// Ready is what a node hands its driver. Its slices stay valid until the
+// driver calls Advance with it, and Replies only until then. The driver carries it out in this
 // order:
 //
 //  1. send Messages and deliver Replies at once: they depend on no write
@@ -84,6 +87,16 @@ func (n *Node) Ready() Ready {
 
 // take moves the non-empty per-peer batches of out into dst.
 func (n *Node) take(dst []nodewire.Batch, out []nodewire.Batch) []nodewire.Batch {
+	k := 0
+	for i := range out {
+		if !out[i].Empty() {
+			k++
+		}
+	}
+	if k == 0 {
+		return dst
+	}
+	dst = slices.Grow(dst, k)
 	for i := range out {
 		if !out[i].Empty() {
 			b := out[i]
@@ -171,30 +184,61 @@ func (n *Node) pumpHost() bool {
 	for n.host.HasReady() {
 		busy = true
 		rd := n.host.Ready(n.now)
-		n.pending.Replies = append(n.pending.Replies, rd.Replies...)
-		rd.Replies = rd.Replies[:0]
-		for i := range rd.Messages {
-			n.routeData(&rd.Messages[i])
+		if len(n.pending.Replies) == 0 {
+			// The host's array is handed on as it is: the driver delivers
+			// Replies before it calls Advance, which recycles the array.
+			n.pending.Replies = rd.Replies
+		} else {
+			n.pending.Replies = append(n.pending.Replies, rd.Replies...)
 		}
+		n.routeData(rd.Messages)
 		rd.Messages = rd.Messages[:0]
 		n.pending.Host = append(n.pending.Host, rd)
 	}
 	return busy
 }
 
-// routeData queues a replication message for the node hosting its
-// destination region's replica.
-func (n *Node) routeData(m *partition.Message) {
+// routeData queues replication messages for the nodes hosting their
+// destination regions' replicas. Each peer's slice is sized once per call
+// (a count pass first): growing them message by message was a tenth of a
+// drill's allocations.
+func (n *Node) routeData(ms []partition.Message) {
+	if len(ms) == 0 {
+		return
+	}
+	if cap(n.peerCount) < len(n.peers) {
+		n.peerCount = make([]int, len(n.peers))
+	}
+	count := n.peerCount[:len(n.peers)]
+	clear(count)
+	for i := range ms {
+		if to, ok := n.dataPeer(&ms[i]); ok {
+			count[to]++
+		}
+	}
+	for i, c := range count {
+		if c > 0 {
+			n.outSync[i].Data = slices.Grow(n.outSync[i].Data, c)
+		}
+	}
+	for i := range ms {
+		if to, ok := n.dataPeer(&ms[i]); ok {
+			n.outSync[to].Data = append(n.outSync[to].Data, ms[i])
+		}
+	}
+}
+
+// dataPeer is the index of the peer hosting message m's destination.
+func (n *Node) dataPeer(m *partition.Message) (int, bool) {
 	p := n.part(m.Partition)
 	if p == nil {
-		return
+		return 0, false
 	}
 	to, ok := p.nodeOf(m.To)
 	if !ok || to == n.cfg.ID {
-		return
+		return 0, false
 	}
-	b := &n.outSync[n.peerIdx[to]]
-	b.Data = append(b.Data, *m)
+	return n.peerIdx[to], true
 }
 
 // syncLease hands the liveness view's lease to every replica when it
