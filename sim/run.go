@@ -191,6 +191,17 @@ func ReplayCommand(cfg Config) string {
 	if cfg.PreloadBytes != 0 {
 		fmt.Fprintf(&b, " --preload-bytes %d", cfg.PreloadBytes)
 	}
+	// These shape the run too: without them the command would replay
+	// another run.
+	if cfg.DNSTTL > 0 {
+		fmt.Fprintf(&b, " --dns-ttl %v", cfg.DNSTTL)
+	}
+	if cfg.DNSStale > 0 {
+		fmt.Fprintf(&b, " --dns-stale %v", cfg.DNSStale)
+	}
+	if cfg.LivenessBound > 0 && cfg.LivenessBound != DefaultLivenessBound {
+		fmt.Fprintf(&b, " --liveness %v", cfg.LivenessBound)
+	}
 	return b.String()
 }
 
