@@ -18,6 +18,10 @@ type env struct {
 	metrics map[string]float64
 	poll    poller
 	phase   string
+	// The progress display's view (see stage): never part of the run.
+	stages    []progressStage
+	stageName string
+	total     time.Duration
 }
 
 // envSpec is what a scenario decides about its world.
@@ -50,12 +54,20 @@ func newEnv(cfg Config, spec envSpec) (*env, error) {
 	e := &env{cfg: cfg, profile: p, w: w, hist: NewHistory(spec.maxHistory), metrics: make(map[string]float64)}
 	e.nem = NewNemesis(w, p, spec.crashable)
 	e.poll = poller{w: w}
+	if cfg.Progress != nil {
+		w.progress = e.report
+	}
 	return e, nil
 }
 
 // safety runs the workload under faults for d.
 func (e *env) safety(d time.Duration) {
 	e.mark("safety")
+	if e.stages == nil {
+		// The register-type runs: the safety phase, then at most the
+		// liveness bound (settleCluster).
+		e.total = e.w.Now() + d + e.cfg.LivenessBound
+	}
 	e.nem.Start()
 	e.run(e.w.Now() + d)
 }
@@ -137,6 +149,7 @@ func (p *poller) Fire(now time.Duration, arg uint64) {
 
 // result assembles the run's report, running the linearizability check.
 func (e *env) result(scenario string) Result {
+	e.stage("check")
 	res := Result{
 		Seed:           e.cfg.Seed,
 		Scenario:       scenario,

@@ -76,15 +76,19 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 	}
 	r := &foRun{fw: fw, cfg: cfg, profile: prof, down: make([]bool, len(fw.nodes))}
 	e := fw.e
+	planFoStages(e, "fault", warm, outage)
 	e.mark("setup")
+	e.stage("setup")
 	if !fw.initRegisters(time.Minute) {
 		e.viol.add(e.w.Now(), ViolationLiveness, "registers not initialised within a minute")
 		res := fw.finish(cfg, profName, s.Name())
 		return res, r, nil
 	}
+	e.stage("warm-up")
 	fw.warmUp(prof, warm)
 
 	e.mark("safety")
+	e.stage("fault")
 	s.inject(r)
 	// The affected partitions' clients write without think time from the
 	// fault on, as in region-outage, so that write recovery and reroute
@@ -93,6 +97,7 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 	s.run(r, e.w.Now()+outage)
 	s.heal(r)
 	r.back = e.w.Now()
+	e.stage("recovery")
 	if r.resync == nil {
 		r.resync = fw.resyncMark(r.down)
 	}
@@ -106,6 +111,7 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 	s.settle(r)
 
 	e.mark("liveness")
+	e.stage("settle")
 	fw.clientsOn = false
 	fw.runUntil(e.w.Now()+time.Minute, func() bool { return fw.pendingClientOps() == 0 })
 	if !fw.runUntil(e.w.Now()+cfg.LivenessBound, fw.converged) {

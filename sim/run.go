@@ -39,6 +39,14 @@ type Config struct {
 	CheckTimeout time.Duration
 	// Logger receives progress at debug level (nil: discard).
 	Logger *slog.Logger
+	// Progress, if set, receives a ProgressReport every ProgressEvery
+	// events and at each stage of the run, synchronously on the run's
+	// goroutine (a Sweep calls it from each of its workers at once, so it
+	// must be safe for concurrent use, and it should return quickly). It
+	// only observes: a run with it is the same run as without (same trace
+	// hash). The simulator never reads the wall clock, so rate-limiting a
+	// display is the callback's business.
+	Progress func(ProgressReport)
 
 	// Partitions, FailoverProfile ("paper" or "fast") and Outage shape the
 	// failover scenarios (0 or "": the scenario's default).
@@ -182,6 +190,17 @@ func ReplayCommand(cfg Config) string {
 	}
 	if cfg.PreloadBytes != 0 {
 		fmt.Fprintf(&b, " --preload-bytes %d", cfg.PreloadBytes)
+	}
+	// These shape the run too: without them the command would replay
+	// another run.
+	if cfg.DNSTTL > 0 {
+		fmt.Fprintf(&b, " --dns-ttl %v", cfg.DNSTTL)
+	}
+	if cfg.DNSStale > 0 {
+		fmt.Fprintf(&b, " --dns-stale %v", cfg.DNSStale)
+	}
+	if cfg.LivenessBound > 0 && cfg.LivenessBound != DefaultLivenessBound {
+		fmt.Fprintf(&b, " --liveness %v", cfg.LivenessBound)
 	}
 	return b.String()
 }

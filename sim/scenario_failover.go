@@ -166,18 +166,23 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	d := &foDrill{fw: fw, profile: prof, leaseStrict: true}
 	fw.testDoublePromote = cfg.testDoublePromote
 	e := fw.e
+	planFoStages(e, "outage", warm, outage)
 	e.mark("setup")
+	e.stage("setup")
 	if !fw.initRegisters(time.Minute) {
 		e.viol.add(e.w.Now(), ViolationLiveness, "registers not initialised within a minute")
 		return fw.finish(cfg, profName, s.name), d, nil
 	}
+	e.stage("warm-up")
 	fw.warmUp(prof, warm)
 
 	e.mark("safety")
+	e.stage("outage")
 	d.faultStart(s.fault)
 	d.faultRun(s.fault, e.w.Now()+outage)
 	d.faultEnd()
 	back := e.w.Now()
+	e.stage("recovery")
 	// What the returning replicas hold once back (after a restart, what
 	// survived on disk) sizes the data they lack.
 	rs := fw.resyncMark(d.down)
@@ -198,6 +203,7 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	rs.figures(fw, &fig)
 
 	e.mark("liveness")
+	e.stage("settle")
 	fw.clientsOn = false
 	d.runUntil(e.w.Now()+time.Minute, func() bool { return fw.pendingClientOps() == 0 })
 	if !d.runUntil(e.w.Now()+cfg.LivenessBound, fw.converged) {
@@ -508,6 +514,7 @@ func (fw *foWorld) runUntil(deadline time.Duration, done func() bool) bool {
 // finish runs the final checks and assembles the result.
 func (fw *foWorld) finish(cfg Config, profName, name string) Result {
 	e := fw.e
+	e.stage("check")
 	fw.checkHosts()
 	lost := fw.checkLineage()
 	fw.checkConvergence()
@@ -538,6 +545,21 @@ func (fw *foWorld) finish(cfg Config, profName, name string) Result {
 func (c Config) withDefaults() Config {
 	_ = c.normalize()
 	return c
+}
+
+// planFoStages is the progress plan of a failover run (see env.stage):
+// the registers' set-up, the warm-up, the fault (named fault), the
+// re-sync after it, the liveness phase (the clients' last operations
+// return, then convergence) and the checks.
+func planFoStages(e *env, fault string, warm, outage time.Duration) {
+	e.planStages(
+		progressStage{"setup", time.Minute},
+		progressStage{"warm-up", warm},
+		progressStage{fault, outage},
+		progressStage{"recovery", foConvergeBound},
+		progressStage{"settle", time.Minute + e.cfg.LivenessBound},
+		progressStage{"check", 0},
+	)
 }
 
 // foRunParams resolves the failover scenarios' run parameters from cfg:

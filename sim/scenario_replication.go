@@ -73,6 +73,12 @@ func (replicationScenario) Run(cfg Config) (Result, error) {
 			tr.U64(uint64(m.Prev))
 			tr.U64(uint64(len(m.Entries)))
 		}
+		// The data plane's harness has its own loop: report from its
+		// observed events (no phases to name).
+		if cfg.Progress != nil && tr.Events()&(ProgressEvery-1) == 0 {
+			cfg.Progress(ProgressReport{Seed: cfg.Seed, Scenario: "replication", SimNow: ev.At,
+				Total: rc.Duration + rc.Heal, Events: tr.Events()})
+		}
 	}
 	start := time.Now()
 	rep, err := replcheck.Run(rc)

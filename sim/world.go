@@ -69,6 +69,9 @@ type World struct {
 	netRand *rand.Rand
 	held    uint64 // events dropped because a paused node's buffer was full
 	stopped bool
+	// progress, if set, is called every ProgressEvery events (the env's
+	// report): it only reads the world.
+	progress func()
 }
 
 // WorldConfig shapes a world.
@@ -254,6 +257,9 @@ func (w *World) Run(until time.Duration) error {
 			}
 		}
 		h.Fire(at, arg)
+		if w.progress != nil && w.Sched.fired&(ProgressEvery-1) == 0 {
+			w.progress()
+		}
 	}
 	return w.Sched.Err()
 }

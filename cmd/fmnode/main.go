@@ -1,5 +1,30 @@
-// Command fmnode is the failover manager in one binary: the daemon, its
-// admin CLI, benchmarks and the deterministic simulator.
+// Command fmnode is the project's one binary. Today it has three
+// subcommands (`fmnode help` lists them; each takes --help):
+//
+//   - fmnode sim runs the deterministic simulator (package sim) on the real
+//     cores: one seed (--seed) or a sweep (--seeds A..B) of a scenario
+//     (--scenario; `fmnode sim --help` lists them) at a fault level
+//     (--faults none|light|heavy|swarm), printing a table row or, with
+//     --json, a JSON object per run and a summary. A failing run prints
+//     its violations and the command that replays it; the exit code is 1
+//     then (under --canary, 1 when every seed caught the broken acceptor).
+//     On a terminal a long run shows its progress on stderr.
+//   - fmnode bench cas|dns|partition measures and prints JSON: CAS
+//     throughput and latency against `fmnode acceptor` child processes on
+//     loopback; DNS TXT queries per second against the txtdns server in a
+//     child process (this binary re-run as `fmnode bench dns --serve`);
+//     strong writes per second across many partitions, three regions in one
+//     process, on pebble with sync.
+//   - fmnode acceptor serves one CASPaxos acceptor over TCP on a bbolt,
+//     pebble or in-memory store, printing "listening ADDR" first; with
+//     --control-stdin it answers "stats" and exits when stdin closes, and
+//     --metrics-listen serves Prometheus metrics.
+//
+// There is no failover manager daemon or admin command yet: the manager
+// (package failover) runs only inside the simulator's failover scenarios,
+// the one place where it, the CASPaxos register, the partition replicas
+// (package partition) and the DNS routing (package txtdns) work together
+// so far.
 package main
 
 import (

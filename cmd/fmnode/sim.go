@@ -173,8 +173,16 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sum.LoadAvg1Start = loadAvg1()
 	cpu0 := processCPU()
 	start := time.Now() // wall time of the whole sweep, outside every run
+	// A long run shows its progress on a terminal's stderr (not under
+	// --json, whose reader wants stdout alone, nor -v, whose log lines
+	// would break the line up). The wall clock is read here only.
+	var prog *progressLine
+	if !*asJSON && !*verbose && isTerminal(stderr) {
+		prog = newProgressLine(stderr, hi-lo+1, time.Now)
+		base.Progress = prog.report
+	}
 	enc := json.NewEncoder(stdout)
-	sim.Sweep(ctx, base, lo, hi, *workers, func(r sim.SweepResult) {
+	emitRun := func(r sim.SweepResult) {
 		sum.Runs++
 		if r.Err != nil {
 			sum.Errors++
@@ -198,7 +206,19 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return
 		}
 		printRun(stdout, res, *canary)
+	}
+	sim.Sweep(ctx, base, lo, hi, *workers, func(r sim.SweepResult) {
+		if prog != nil {
+			// Print with the line out of the way (it is redrawn by the
+			// next report).
+			prog.emit(r.Result.Seed, r.Result.Events, func() { emitRun(r) })
+			return
+		}
+		emitRun(r)
 	})
+	if prog != nil {
+		prog.close()
+	}
 	sum.WallSeconds = time.Since(start).Seconds()
 	sum.CPUSeconds = (processCPU() - cpu0).Seconds()
 	sum.LoadAvg1End = loadAvg1()
