@@ -200,7 +200,7 @@ func (es epochStart) owed(e partition.Epoch, w partition.Token) bool {
 	if w.LSN > es.after {
 		return false
 	}
-	we, ok := epochAt(es.hist, w.LSN)
+	we, ok := partition.EpochAt(es.hist, w.LSN)
 	return !ok || we == w.Epoch
 }
 
@@ -621,7 +621,7 @@ func (l lineage) survived(t partition.Token) (in, ok bool) {
 	if t.LSN > l.last {
 		return false, true
 	}
-	e, known := epochAt(l.hist, t.LSN)
+	e, known := partition.EpochAt(l.hist, t.LSN)
 	if !known {
 		return false, false
 	}
@@ -757,15 +757,6 @@ func (r *runner) converged() bool {
 	return true
 }
 
-func epochAt(h []partition.EpochRange, lsn partition.LSN) (partition.Epoch, bool) {
-	for i := len(h) - 1; i >= 0; i-- {
-		if h[i].After < lsn {
-			return h[i].Epoch, true
-		}
-	}
-	return 0, false
-}
-
 // checkAckedInLineage: every acknowledged write is in every replica's log
 // lineage (nothing acknowledged was truncated or lost).
 func (r *runner) checkAckedInLineage(p *part) {
@@ -784,7 +775,7 @@ func (r *runner) checkAckedInLineage(p *part) {
 				r.fail("partition %d %s: acknowledged write %v beyond the log end %d", p.id, reg, w.token, pr.LastLSN)
 				continue
 			}
-			if e, ok := epochAt(pr.History, w.token.LSN); ok && e != w.token.Epoch {
+			if e, ok := partition.EpochAt(pr.History, w.token.LSN); ok && e != w.token.Epoch {
 				r.fail("partition %d %s: acknowledged write %v replaced by an op of epoch %d", p.id, reg, w.token, e)
 			}
 		}
