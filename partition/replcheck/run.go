@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/partition/partitiontest"
 	"github.com/fmnode/fmnode/quorum"
 )
 
@@ -33,7 +34,7 @@ type Config struct {
 	// (a write's outcome is then unknown).
 	ClientTimeout time.Duration
 
-	// Network and disk faults (see partition.ClusterConfig).
+	// Network and disk faults (see partitiontest.ClusterConfig).
 	MinDelay, MaxDelay   time.Duration
 	LossRate, DupRate    float64
 	MinDisk, MaxDisk     time.Duration
@@ -56,7 +57,7 @@ type Config struct {
 	// that must fail, proving the checks detect violations.
 	CanaryReadLevel partition.Consistency
 	// Observe, if set, is installed as the cluster's observer (tracing).
-	Observe func(partition.ObservedEvent)
+	Observe func(partitiontest.ObservedEvent)
 	// LinearizabilityTimeout bounds porcupine per run.
 	LinearizabilityTimeout time.Duration
 }
@@ -111,7 +112,7 @@ type Report struct {
 	StrongOps        int // operations checked for linearizability
 	SessionReads     int
 	BoundedReads     int
-	Cluster          partition.ClusterStats
+	Cluster          partitiontest.ClusterStats
 	// Refusals counts refused operations by level and error class.
 	Refusals map[string]int
 	FinalLSN map[partition.ID]partition.LSN
@@ -218,7 +219,7 @@ type kvInput struct {
 type runner struct {
 	cfg     Config
 	rng     *rand.Rand
-	c       *partition.Cluster
+	c       *partitiontest.Cluster
 	parts   []*part
 	clients []*client
 	byRef   map[partition.ClientRef]*client
@@ -286,7 +287,7 @@ func (cfg *Config) fill() {
 func Run(cfg Config) (Report, error) {
 	cfg.fill()
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed*0x9e3779b97f4a7c15+1))
-	c, err := partition.NewCluster(partition.ClusterConfig{
+	c, err := partitiontest.NewCluster(partitiontest.ClusterConfig{
 		Regions: cfg.Regions, Host: cfg.Host,
 		MinDelay: cfg.MinDelay, MaxDelay: cfg.MaxDelay, LossRate: cfg.LossRate, DupRate: cfg.DupRate,
 		MinDisk: cfg.MinDisk, MaxDisk: cfg.MaxDisk, CrashAfterCommitRate: cfg.CrashAfterCommitRate,
@@ -546,7 +547,7 @@ func (r *runner) unknownWrite(cl *client) {
 	}
 }
 
-func (r *runner) complete(cl *client, cr partition.ClientReply) {
+func (r *runner) complete(cl *client, cr partitiontest.ClientReply) {
 	defer r.done(cl)
 	rep := cr.Reply
 	now := cr.At
@@ -789,7 +790,7 @@ func (r *runner) finalReads(p *part) {
 		ref := r.nextRef
 		start := r.c.Now()
 		r.c.Read(r.writeRegion(), partition.ReadRequest{Partition: p.id, Ref: ref, Key: []byte(key), Consistency: partition.Strong, Epoch: r.epoch})
-		var got *partition.ClientReply
+		var got *partitiontest.ClientReply
 		for i := 0; i < 1000 && got == nil; i++ {
 			r.c.RunFor(time.Millisecond)
 			for _, cr := range r.c.Replies() {
