@@ -11,10 +11,14 @@ type Record struct {
 }
 
 // Batch is a set of writes an acceptor store applies atomically and durably.
+// Within a batch the puts apply in order (a key put twice keeps the later
+// record) and then the deletes, so a key both put and deleted is absent.
 type Batch struct {
 	Put    []Record
 	Delete []string
-	// AgeFloor, when non-zero, raises the stored age floor to this value.
+	// AgeFloor, when non-zero, replaces the stored age floor with this
+	// value. The store does not take a max: the acceptor only ever raises
+	// the floor, and keeping it monotonic is the acceptor's job.
 	AgeFloor uint64
 }
 

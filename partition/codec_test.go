@@ -247,6 +247,35 @@ func TestConfigValidationNamesField(t *testing.T) {
 	}
 }
 
+// TestEpochAt pins the one reading of an epoch history that the replica,
+// replcheck and the simulator's acknowledged-write check share.
+func TestEpochAt(t *testing.T) {
+	h := []EpochRange{{2, 4}, {3, 10}, {5, 20}}
+	tests := []struct {
+		name string
+		h    []EpochRange
+		lsn  LSN
+		e    Epoch
+		ok   bool
+	}{
+		{"empty prefix in any history", nil, 0, 0, true},
+		{"empty history covers nothing else", nil, 1, 0, false},
+		{"at the first row's After: compacted", h, 4, 0, false},
+		{"below the first row's After", h, 1, 0, false},
+		{"first op of a row", h, 5, 2, true},
+		{"a row's After belongs to the row before", h, 10, 2, true},
+		{"after the row's After", h, 11, 3, true},
+		{"last row runs to the end", h, 1 << 40, 5, true},
+	}
+	for _, tc := range tests {
+		e, ok := EpochAt(tc.h, tc.lsn)
+		require.Equal(t, tc.ok, ok, tc.name)
+		require.Equal(t, tc.e, e, tc.name)
+		he, hok := history(tc.h).epochAt(tc.lsn)
+		require.Equal(t, [2]any{e, ok}, [2]any{he, hok}, "history.epochAt is EpochAt: %s", tc.name)
+	}
+}
+
 func TestHistory(t *testing.T) {
 	h := history{{1, 0}, {3, 10}, {5, 20}}
 	tests := []struct {

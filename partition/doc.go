@@ -9,10 +9,10 @@
 // control operations, store read results and time into a Ready: writes to
 // persist, reads to run, messages to send only once the writes are durable,
 // and client replies. It has no goroutines, clock, randomness, network or
-// disk. Drivers: the deterministic harness Cluster (used by the property
-// tests and by `fmnode sim --scenario replication` through package
-// replcheck) and the runtime in package node (pebble store from package
-// pebblestore, group commit, pipelined fsyncs).
+// disk. Drivers: the deterministic harness in package partitiontest (used
+// by the property tests and by `fmnode sim --scenario replication` through
+// package replcheck) and the runtime in package node (pebble store from
+// package pebblestore, group commit, pipelined fsyncs).
 //
 // # Identity and records
 //

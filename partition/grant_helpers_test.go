@@ -1,4 +1,4 @@
-package partition
+package partition_test
 
 import (
 	"fmt"
@@ -6,28 +6,31 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/partition/partitiontest"
 )
 
 // grantTestLevel is the grant tests' bounded-staleness level (K = 20 ops,
 // T = 2 s, writes held 300 ms before ErrStalenessBound) and the window
 // after which any grant has surely ended (T plus the drift margin).
-func grantTestLevel() (Level, time.Duration) {
-	lvl := Level{Consistency: BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
-	return lvl, time.Duration(float64(lvl.StalenessTime) * (1 + DefaultDriftMargin))
+func grantTestLevel() (partition.Level, time.Duration) {
+	lvl := partition.Level{Consistency: partition.BoundedStaleness, StalenessOps: 20, StalenessTime: 2 * time.Second, StalenessHold: 300 * time.Millisecond}
+	return lvl, time.Duration(float64(lvl.StalenessTime) * (1 + partition.DefaultDriftMargin))
 }
 
 // grantedCluster is the grant tests' start: a 3-region cluster with
 // partition 7 at lvl, written once at a (epoch 1), whose follower holder
 // has then served a bounded-staleness read, so it holds a grant of a.
-func grantedCluster(t *testing.T, lvl Level, holder Region) *Cluster {
+func grantedCluster(t *testing.T, lvl partition.Level, holder partition.Region) *partitiontest.Cluster {
 	t.Helper()
 	c := newTestCluster(t, 5, nil)
-	require.NoError(t, c.Create(7, Spec{Level: lvl, Quorum: testQuorum("a"), Epoch: 1}))
+	require.NoError(t, c.Create(7, partition.Spec{Level: lvl, Quorum: partition.SampleQuorum("a"), Epoch: 1}))
 	c.RunFor(10 * time.Millisecond)
 	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
 	served := false
 	for i := 0; i < 5 && !served; i++ {
-		rep := mustRead(t, c, holder, ReadRequest{Partition: 7, Ref: ClientRef(10 + i), Key: []byte("k"), Consistency: BoundedStaleness})
+		rep := mustRead(t, c, holder, partition.ReadRequest{Partition: 7, Ref: partition.ClientRef(10 + i), Key: []byte("k"), Consistency: partition.BoundedStaleness})
 		served = rep.Err == nil
 		c.RunFor(100 * time.Millisecond)
 	}
@@ -41,24 +44,24 @@ func grantedCluster(t *testing.T, lvl Level, holder Region) *Cluster {
 // (ErrNotFresh); a read served must miss at most k acknowledged ops. It
 // returns the highest acknowledged LSN, the writes held and the reads
 // served. since (the change under test) is only for the failure message.
-func writeReadBounded(t *testing.T, c *Cluster, writer, reader Region, epoch Epoch, since, until time.Duration, k uint64) (acked LSN, held, served int) {
+func writeReadBounded(t *testing.T, c *partitiontest.Cluster, writer, reader partition.Region, epoch partition.Epoch, since, until time.Duration, k uint64) (acked partition.LSN, held, served int) {
 	t.Helper()
-	ref := ClientRef(100)
+	ref := partition.ClientRef(100)
 	for c.Now() < until {
 		ref++
-		c.Write(writer, WriteRequest{Partition: 7, Epoch: epoch, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
+		c.Write(writer, partition.WriteRequest{Partition: 7, Epoch: epoch, Ref: ref, Key: []byte("k"), Value: []byte(fmt.Sprint(ref))})
 		if r, ok := waitReply(t, c, ref, time.Second); ok {
 			if r.Reply.Err == nil {
 				acked = max(acked, r.Reply.Token.LSN)
 			} else {
-				require.ErrorIs(t, r.Reply.Err, ErrStalenessBound)
+				require.ErrorIs(t, r.Reply.Err, partition.ErrStalenessBound)
 				held++
 			}
 		}
 		ref++
-		rep := mustRead(t, c, reader, ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: BoundedStaleness})
+		rep := mustRead(t, c, reader, partition.ReadRequest{Partition: 7, Ref: ref, Key: []byte("k"), Consistency: partition.BoundedStaleness})
 		if rep.Err != nil {
-			require.ErrorIs(t, rep.Err, ErrNotFresh)
+			require.ErrorIs(t, rep.Err, partition.ErrNotFresh)
 			continue
 		}
 		served++

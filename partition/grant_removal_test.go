@@ -1,4 +1,4 @@
-package partition
+package partition_test
 
 import (
 	"testing"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/partition/partitiontest"
 	"github.com/fmnode/fmnode/quorum"
 )
 
@@ -21,39 +23,39 @@ import (
 // T plus the drift margin.
 func TestGrantOutlivesRemoval(t *testing.T) {
 	lvl, window := grantTestLevel()
-	ab := []Region{"a", "b"}
-	shrunk := quorum.WriteQuorum{Replicas: testRegions, WriteRegion: "a", Members: ab, MinDurability: 1}
+	ab := []partition.Region{"a", "b"}
+	shrunk := quorum.WriteQuorum{Replicas: partition.SampleRegions, WriteRegion: "a", Members: ab, MinDurability: 1}
 	removed := quorum.WriteQuorum{Replicas: ab, WriteRegion: "a", Members: ab, MinDurability: 1}
-	setQuorum := func(wq quorum.WriteQuorum) func(t *testing.T, c *Cluster) {
-		return func(t *testing.T, c *Cluster) {
-			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.SetWriteQuorum(now, 7, wq, 0) }))
+	setQuorum := func(wq quorum.WriteQuorum) func(t *testing.T, c *partitiontest.Cluster) {
+		return func(t *testing.T, c *partitiontest.Cluster) {
+			require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error { return h.SetWriteQuorum(now, 7, wq, 0) }))
 		}
 	}
 	tests := []struct {
 		name string
 		// change drops c; the write region is then writer at epoch.
-		change func(t *testing.T, c *Cluster)
-		writer Region
-		epoch  Epoch
+		change func(t *testing.T, c *partitiontest.Cluster)
+		writer partition.Region
+		epoch  partition.Epoch
 	}{
 		{"write quorum shrinks without c", setQuorum(shrunk), "a", 1},
 		{"c leaves the replica set", setQuorum(removed), "a", 1},
-		{"write quorum shrinks, then c leaves the replica set", func(t *testing.T, c *Cluster) {
+		{"write quorum shrinks, then c leaves the replica set", func(t *testing.T, c *partitiontest.Cluster) {
 			setQuorum(shrunk)(t, c)
 			c.RunFor(100 * time.Millisecond)
 			setQuorum(removed)(t, c)
 		}, "a", 1},
-		{"c leaves the replica set and rejoins it", func(t *testing.T, c *Cluster) {
+		{"c leaves the replica set and rejoins it", func(t *testing.T, c *partitiontest.Cluster) {
 			setQuorum(removed)(t, c)
 			c.RunFor(100 * time.Millisecond)
 			setQuorum(shrunk)(t, c)
 		}, "a", 1},
-		{"graceful promotion to a quorum without c", func(t *testing.T, c *Cluster) {
-			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
+		{"graceful promotion to a quorum without c", func(t *testing.T, c *partitiontest.Cluster) {
+			require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error { return h.Fence(now, 7, 1, "a", 0) }))
 			c.RunFor(50 * time.Millisecond)
 			after := progressOf(t, c, "b", 7).LastLSN
-			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
-			require.NoError(t, c.Control("b", func(now time.Duration, h *Host) error {
+			require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+			require.NoError(t, c.Control("b", func(now time.Duration, h *partition.Host) error {
 				return h.PromoteGraceful(now, 7, 2, after, quorum.WriteQuorum{Replicas: ab, WriteRegion: "b", Members: ab, MinDurability: 1}, 0)
 			}))
 		}, "b", 2},

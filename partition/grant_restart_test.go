@@ -1,10 +1,12 @@
-package partition
+package partition_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/partition"
 )
 
 // A write region counts a follower it granted freshness as bounded for T
@@ -40,8 +42,8 @@ func TestRestartedWriteRegionCountsItsGrants(t *testing.T) {
 			if tt.cut == "before" {
 				cut()
 			}
-			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error {
-				return h.SetWriteQuorum(now, 7, testQuorum("a", "a", "b"), 0)
+			require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error {
+				return h.SetWriteQuorum(now, 7, partition.SampleQuorum("a", "a", "b"), 0)
 			}))
 			c.RunFor(10 * time.Millisecond)
 			c.Crash("a")

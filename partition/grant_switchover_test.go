@@ -1,10 +1,13 @@
-package partition
+package partition_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/partition/partitiontest"
 )
 
 // A graceful switchover pauses the write region a and promotes the target
@@ -24,21 +27,21 @@ func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
 		graceful bool
 		// cutBefore and cutAfter: regions that stop hearing b (and b them)
 		// before the promotion, and 100ms after it (when they answered b).
-		cutBefore, cutAfter []Region
+		cutBefore, cutAfter []partition.Region
 		wait                time.Duration // from the pause to the promotion
 		// wantServed: c serves bounded reads after the promotion (on
 		// a's grant); wantHeld: some of b's writes are held and rejected
 		// (ErrStalenessBound) because of c.
 		wantServed, wantHeld bool
 	}{
-		{"switchover, follower cut off from the successor", true, []Region{"c"}, nil, 0, true, true},
+		{"switchover, follower cut off from the successor", true, []partition.Region{"c"}, nil, 0, true, true},
 		// c adopts epoch 2 (dropping a's grant) and answers b at once;
 		// from then on its lag does not hold b's writes.
 		{"switchover, follower answers the successor", true, nil, nil, 0, false, false},
-		{"switchover, follower answers the successor, then is cut off", true, nil, []Region{"c"}, 0, false, false},
+		{"switchover, follower answers the successor, then is cut off", true, nil, []partition.Region{"c"}, 0, false, false},
 		// a led epoch 1 from its start: it holds no grant.
-		{"switchover, old write region cut off from the successor", true, []Region{"a"}, nil, 0, false, false},
-		{"takeover after the grants ran out", false, []Region{"c"}, nil, window, false, false},
+		{"switchover, old write region cut off from the successor", true, []partition.Region{"a"}, nil, 0, false, false},
+		{"takeover after the grants ran out", false, []partition.Region{"c"}, nil, window, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,9 +49,9 @@ func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
 
 			// a pauses; b holds every LSN and becomes the write region of
 			// epoch 2, alone in its commit rule.
-			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
+			require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error { return h.Fence(now, 7, 1, "a", 0) }))
 			c.RunFor(50 * time.Millisecond)
-			cut := func(regions []Region) {
+			cut := func(regions []partition.Region) {
 				for _, x := range regions {
 					c.Cut("b", x)
 					c.Cut(x, "b")
@@ -57,15 +60,15 @@ func TestGrantOutlivesGracefulSwitchover(t *testing.T) {
 			cut(tt.cutBefore)
 			c.RunFor(tt.wait)
 			after := progressOf(t, c, "b", 7).LastLSN
-			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+			require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error { return h.Fence(now, 7, 2, "b", 0) }))
 			var promotedAt time.Duration
-			require.NoError(t, c.Control("b", func(now time.Duration, h *Host) error {
+			require.NoError(t, c.Control("b", func(now time.Duration, h *partition.Host) error {
 				promotedAt = now
 				promote := h.Promote
 				if tt.graceful {
 					promote = h.PromoteGraceful
 				}
-				return promote(now, 7, 2, after, testQuorum("b", "b"), 0)
+				return promote(now, 7, 2, after, partition.SampleQuorum("b", "b"), 0)
 			}))
 
 			if tt.cutAfter != nil {
@@ -89,19 +92,19 @@ func TestNewerEpochDropsFreshnessGrant(t *testing.T) {
 	lvl, _ := grantTestLevel()
 	tests := []struct {
 		name  string
-		learn func(t *testing.T, c *Cluster)
+		learn func(t *testing.T, c *partitiontest.Cluster)
 	}{
-		{"fenced at the new epoch", func(t *testing.T, c *Cluster) {
-			require.NoError(t, c.Control("c", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+		{"fenced at the new epoch", func(t *testing.T, c *partitiontest.Cluster) {
+			require.NoError(t, c.Control("c", func(now time.Duration, h *partition.Host) error { return h.Fence(now, 7, 2, "b", 0) }))
 		}},
-		{"a message of the new write region", func(t *testing.T, c *Cluster) {
+		{"a message of the new write region", func(t *testing.T, c *partitiontest.Cluster) {
 			// c hears b (b does not hear c).
 			c.Heal()
 			c.Cut("c", "b")
-			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+			require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error { return h.Fence(now, 7, 2, "b", 0) }))
 			after := progressOf(t, c, "b", 7).LastLSN
-			require.NoError(t, c.Control("b", func(now time.Duration, h *Host) error {
-				return h.PromoteGraceful(now, 7, 2, after, testQuorum("b"), 0)
+			require.NoError(t, c.Control("b", func(now time.Duration, h *partition.Host) error {
+				return h.PromoteGraceful(now, 7, 2, after, partition.SampleQuorum("b"), 0)
 			}))
 			c.RunFor(50 * time.Millisecond)
 		}},
@@ -111,11 +114,11 @@ func TestNewerEpochDropsFreshnessGrant(t *testing.T) {
 			c := grantedCluster(t, lvl, "c")
 			c.Cut("b", "c")
 			c.Cut("c", "b")
-			require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
+			require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error { return h.Fence(now, 7, 1, "a", 0) }))
 			tt.learn(t, c)
-			require.Equal(t, Epoch(2), progressOf(t, c, "c", 7).Epoch)
-			rep := mustRead(t, c, "c", ReadRequest{Partition: 7, Ref: 100, Key: []byte("k"), Consistency: BoundedStaleness})
-			require.ErrorIs(t, rep.Err, ErrNotFresh)
+			require.Equal(t, partition.Epoch(2), progressOf(t, c, "c", 7).Epoch)
+			rep := mustRead(t, c, "c", partition.ReadRequest{Partition: 7, Ref: 100, Key: []byte("k"), Consistency: partition.BoundedStaleness})
+			require.ErrorIs(t, rep.Err, partition.ErrNotFresh)
 		})
 	}
 }
@@ -131,17 +134,17 @@ func TestNewerEpochDropsFreshnessGrant(t *testing.T) {
 func TestTakeoverAfterUnfinishedSwitchover(t *testing.T) {
 	lvl, window := grantTestLevel()
 	c := grantedCluster(t, lvl, "b")
-	require.NoError(t, c.Control("a", func(now time.Duration, h *Host) error { return h.Fence(now, 7, 1, "a", 0) }))
+	require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error { return h.Fence(now, 7, 1, "a", 0) }))
 	c.RunFor(50 * time.Millisecond)
 	c.Isolate("b")
-	for _, x := range []Region{"a", "c"} {
-		require.NoError(t, c.Control(x, func(now time.Duration, h *Host) error { return h.Fence(now, 7, 2, "b", 0) }))
+	for _, x := range []partition.Region{"a", "c"} {
+		require.NoError(t, c.Control(x, func(now time.Duration, h *partition.Host) error { return h.Fence(now, 7, 2, "b", 0) }))
 	}
 	after := progressOf(t, c, "c", 7).LastLSN
 	var promotedAt time.Duration
-	require.NoError(t, c.Control("c", func(now time.Duration, h *Host) error {
+	require.NoError(t, c.Control("c", func(now time.Duration, h *partition.Host) error {
 		promotedAt = now
-		return h.PromoteGraceful(now, 7, 3, after, testQuorum("c", "c"), 0)
+		return h.PromoteGraceful(now, 7, 3, after, partition.SampleQuorum("c", "c"), 0)
 	}))
 
 	acked, held, servedAfter := writeReadBounded(t, c, "c", "b", 3, promotedAt, promotedAt+window+time.Second, lvl.StalenessOps)

@@ -1,8 +1,6 @@
 package partition
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -39,78 +37,6 @@ func levelOf(c Consistency) Level {
 		l.StalenessOps, l.StalenessTime, l.StalenessHold = 20, 500*time.Millisecond, 300*time.Millisecond
 	}
 	return l
-}
-
-func newTestCluster(t testing.TB, seed uint64, mut func(*ClusterConfig)) *Cluster {
-	t.Helper()
-	cfg := ClusterConfig{
-		Regions:  testRegions,
-		Host:     testHostConfig(),
-		MinDelay: time.Millisecond, MaxDelay: 3 * time.Millisecond,
-		MinDisk: 500 * time.Microsecond, MaxDisk: 2 * time.Millisecond,
-		Lease: time.Hour * 1000,
-	}
-	if mut != nil {
-		mut(&cfg)
-	}
-	c, err := NewCluster(cfg, rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)))
-	require.NoError(t, err)
-	return c
-}
-
-// waitReply runs the cluster until the reply for ref arrives (or d passes).
-func waitReply(t testing.TB, c *Cluster, ref ClientRef, d time.Duration) (ClientReply, bool) {
-	t.Helper()
-	deadline := c.Now() + d
-	var pending []ClientReply
-	defer func() { c.replies = append(pending, c.replies...) }()
-	for {
-		for _, r := range c.Replies() {
-			if r.Reply.Ref == ref {
-				return r, true
-			}
-			pending = append(pending, r)
-		}
-		if c.Now() >= deadline {
-			return ClientReply{}, false
-		}
-		if !c.Step() {
-			c.RunUntil(deadline)
-		} else if c.Now() > deadline {
-			c.RunUntil(c.Now())
-		}
-	}
-}
-
-func mustWrite(t testing.TB, c *Cluster, reg Region, p ID, e Epoch, ref ClientRef, key, value string) Token {
-	t.Helper()
-	c.Write(reg, WriteRequest{Partition: p, Epoch: e, Ref: ref, Key: []byte(key), Value: []byte(value)})
-	r, ok := waitReply(t, c, ref, 5*time.Second)
-	require.True(t, ok, "no reply to write %d", ref)
-	require.NoError(t, r.Reply.Err)
-	return r.Reply.Token
-}
-
-func mustRead(t testing.TB, c *Cluster, reg Region, req ReadRequest) Reply {
-	t.Helper()
-	c.Read(reg, req)
-	r, ok := waitReply(t, c, req.Ref, 5*time.Second)
-	require.True(t, ok, "no reply to read %d", req.Ref)
-	return r.Reply
-}
-
-func progressOf(t testing.TB, c *Cluster, reg Region, p ID) Progress {
-	t.Helper()
-	h := c.Host(reg)
-	require.NotNil(t, h, "region %s down", reg)
-	pr, err := h.Progress(p)
-	require.NoError(t, err)
-	return pr
-}
-
-func fmtProgress(p Progress) string {
-	return fmt.Sprintf("%s e%d %s last=%d:%d commit=%d applied=%d stable=%d base=%d snap=%v",
-		p.Region, p.Epoch, p.Role, p.LastEpoch, p.LastLSN, p.CommitLSN, p.AppliedLSN, p.StableLSN, p.LogBase, p.NeedSnapshot)
 }
 
 // solo drives one Host over a MemStore by hand: messages it sends are

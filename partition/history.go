@@ -9,7 +9,16 @@ type history []EpochRange
 
 // epochAt returns the epoch of the op at lsn according to the history, or
 // false if the history does not cover lsn.
-func (h history) epochAt(lsn LSN) (Epoch, bool) {
+func (h history) epochAt(lsn LSN) (Epoch, bool) { return EpochAt(h, lsn) }
+
+// EpochAt returns the epoch of the op at lsn according to an epoch history
+// (Progress.History: rows ascending by Epoch with non-decreasing After, row
+// i covering LSNs (rows[i].After, rows[i+1].After]), or false if the history
+// does not cover lsn (lsn at or below the first row's After: compacted or
+// never known). LSN 0, the empty prefix, is of epoch 0 in every history.
+// It is the one reading of a history; checkers outside the package (the
+// simulator, replcheck) use it rather than their own copies.
+func EpochAt(h []EpochRange, lsn LSN) (Epoch, bool) {
 	if lsn == 0 {
 		return 0, true
 	}

@@ -28,7 +28,9 @@ import (
 //
 // rd.Replies may be delivered at once: they depend only on state that was
 // durable before the Ready. Several Readys may be in flight as long as they
-// are persisted and advanced in order (Execute does all of this).
+// are persisted and advanced in order. The package has no driver that does
+// all of this: ExecReads is step 2 only; partition/node's Node.Run is the
+// production driver (pipelined commits, steps 1-4).
 type Host struct {
 	cfg  Config
 	log  *slog.Logger

@@ -1,4 +1,4 @@
-package partition
+package partition_test
 
 import (
 	"errors"
@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/partition/partitiontest"
 )
 
 // With LeaseGatesWrites a write region stops acknowledging once its lease
@@ -15,8 +18,8 @@ import (
 // before them (found by the flapping scenario: an ack after the lease named
 // a write the new write region truncated).
 func TestLeaseGatesWrites(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
-	require.NoError(t, c.Create(7, Spec{Level: levelOf(Strong), Quorum: testQuorum("a"), Epoch: 1}))
+	c := newTestCluster(t, 3, func(cfg *partitiontest.ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
+	require.NoError(t, c.Create(7, partition.Spec{Level: partition.LevelOf(partition.Strong), Quorum: partition.SampleQuorum("a"), Epoch: 1}))
 	c.RunFor(10 * time.Millisecond)
 	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
 
@@ -24,22 +27,22 @@ func TestLeaseGatesWrites(t *testing.T) {
 	// cut the write region off so the commit waits, then let the lease lapse.
 	c.Cut("a", "b")
 	c.Cut("a", "c")
-	c.Write("a", WriteRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Value: []byte("v2")})
+	c.Write("a", partition.WriteRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Value: []byte("v2")})
 	c.RunFor(20 * time.Millisecond)
 	require.NoError(t, c.Host("a").SetLease(7, c.Now()))
 	c.Heal()
 	rep, ok := waitReply(t, c, 2, 5*time.Second)
 	require.True(t, ok, "the write gets an answer")
-	require.ErrorIs(t, rep.Reply.Err, ErrLeaseExpired)
-	var unk *UnknownOutcomeError
+	require.ErrorIs(t, rep.Reply.Err, partition.ErrLeaseExpired)
+	var unk *partition.UnknownOutcomeError
 	assert.True(t, errors.As(rep.Reply.Err, &unk), "a durable write without a lease is an unknown outcome, not a success: %v", rep.Reply.Err)
 	assert.Positive(t, c.Host("a").Stats().AcksWithheld)
 
 	// New writes are refused outright.
-	c.Write("a", WriteRequest{Partition: 7, Epoch: 1, Ref: 3, Key: []byte("k"), Value: []byte("v3")})
+	c.Write("a", partition.WriteRequest{Partition: 7, Epoch: 1, Ref: 3, Key: []byte("k"), Value: []byte("v3")})
 	rep, ok = waitReply(t, c, 3, time.Second)
 	require.True(t, ok)
-	require.ErrorIs(t, rep.Reply.Err, ErrLeaseExpired)
+	require.ErrorIs(t, rep.Reply.Err, partition.ErrLeaseExpired)
 
 	// A renewed lease restores writes.
 	require.NoError(t, c.Host("a").SetLease(7, c.Now()+time.Hour))
@@ -54,21 +57,21 @@ func TestLeaseGatesWrites(t *testing.T) {
 // the regain, and a write region cut from the new one must not serve its
 // old epoch on the new lease.
 func TestLeaseGatedOnValidation(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
-	require.NoError(t, c.Create(7, Spec{Level: levelOf(Strong), Quorum: testQuorum("a"), Epoch: 1}))
+	c := newTestCluster(t, 3, func(cfg *partitiontest.ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
+	require.NoError(t, c.Create(7, partition.Spec{Level: partition.LevelOf(partition.Strong), Quorum: partition.SampleQuorum("a"), Epoch: 1}))
 	c.RunFor(10 * time.Millisecond)
 	h := c.Host("a")
 	require.NoError(t, h.SetLease(7, c.Now()+time.Hour))
 	h.SetLeaseGen(1)
 	require.NoError(t, h.ValidateLease(7, 1, 1))
 	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
-	mustRead(t, c, "a", ReadRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Consistency: Strong})
+	mustRead(t, c, "a", partition.ReadRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Consistency: partition.Strong})
 
 	tests := []struct {
 		name     string
 		gen      uint64 // the host's lease run
 		validGen uint64 // the run and epoch validated (0: none since)
-		validE   Epoch
+		validE   partition.Epoch
 		serves   bool
 	}{
 		{"validated run and epoch", 1, 1, 1, true},
@@ -77,7 +80,7 @@ func TestLeaseGatedOnValidation(t *testing.T) {
 		{"an old run validated", 3, 2, 1, false},
 		{"the new run validated", 3, 3, 1, true},
 	}
-	ref := ClientRef(10)
+	ref := partition.ClientRef(10)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h.SetLeaseGen(tt.gen)
@@ -85,25 +88,25 @@ func TestLeaseGatedOnValidation(t *testing.T) {
 				require.NoError(t, h.ValidateLease(7, tt.validGen, tt.validE))
 			}
 			ref++
-			c.Write("a", WriteRequest{Partition: 7, Epoch: 1, Ref: ref, Key: []byte("k"), Value: []byte(tt.name)})
+			c.Write("a", partition.WriteRequest{Partition: 7, Epoch: 1, Ref: ref, Key: []byte("k"), Value: []byte(tt.name)})
 			rep, ok := waitReply(t, c, ref, 5*time.Second)
 			require.True(t, ok)
-			for _, lvl := range []Consistency{Strong, BoundedStaleness} {
+			for _, lvl := range []partition.Consistency{partition.Strong, partition.BoundedStaleness} {
 				ref++
-				c.Read("a", ReadRequest{Partition: 7, Epoch: 1, Ref: ref, Key: []byte("k"), Consistency: lvl})
+				c.Read("a", partition.ReadRequest{Partition: 7, Epoch: 1, Ref: ref, Key: []byte("k"), Consistency: lvl})
 				rd, ok := waitReply(t, c, ref, 5*time.Second)
 				require.True(t, ok)
 				if tt.serves {
 					require.NoError(t, rd.Reply.Err, "%v read", lvl)
 				} else {
-					require.ErrorIs(t, rd.Reply.Err, ErrLeaseExpired, "%v read", lvl)
+					require.ErrorIs(t, rd.Reply.Err, partition.ErrLeaseExpired, "%v read", lvl)
 				}
 			}
 			if tt.serves {
 				require.NoError(t, rep.Reply.Err)
 				return
 			}
-			require.ErrorIs(t, rep.Reply.Err, ErrLeaseExpired)
+			require.ErrorIs(t, rep.Reply.Err, partition.ErrLeaseExpired)
 		})
 	}
 	require.NoError(t, c.Violation())

@@ -10,7 +10,7 @@ import (
 
 // MemStore is the in-memory twin of the pebble store: the same Store
 // contract and the same write logic (ApplyWrites), no disk. The
-// deterministic harness (Cluster) and unit tests use it.
+// deterministic harness (partitiontest.Cluster) and unit tests use it.
 //
 // Durability model: a Commit that returned is durable; a crash is modelled
 // by the driver dropping the writes it had not committed yet and reloading

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/partition/partitiontest"
 	"github.com/fmnode/fmnode/partition/replcheck"
 )
 
@@ -139,7 +140,7 @@ func TestReplicationSnapshots(t *testing.T) {
 			cfg.FailoverEvery, cfg.Lease = 2*time.Second, 500*time.Millisecond
 		}
 		var started uint64
-		cfg.Observe = func(ev partition.ObservedEvent) {
+		cfg.Observe = func(ev partitiontest.ObservedEvent) {
 			if ev.Message != nil && ev.Message.Type == partition.MsgSnapshot && ev.Message.Seq == 0 {
 				started++
 			}

@@ -94,7 +94,12 @@ func (a *acceptorProc) Fire(now time.Duration, arg uint64) {
 		a.syncs, a.head = a.syncs[:0], 0
 	}
 	if !s.batch.Empty() {
-		a.disk.Apply(s.batch)
+		if err := a.disk.Apply(s.batch); err != nil {
+			// The store refused what the acceptor asked it to persist: the
+			// replies promise state that is not durable, so none may leave.
+			a.c.viol.add(now, ViolationInvariant, "acceptor %d: store refused its batch: %v", a.id, err)
+			return
+		}
 		w := &a.c.w.Trace
 		w.Begin(traceFsync, now)
 		w.U64(uint64(a.id))

@@ -1,55 +1,30 @@
 package sim
 
 import (
-	"slices"
-
 	"github.com/fmnode/fmnode/caspaxos"
 )
 
 // Disk is a simulated acceptor disk: what an fsync made durable, and
-// nothing else. A batch reaches it only when its simulated fsync completes;
-// a crash before that loses the batch whole (the acceptor's store applies
-// batches atomically, so a torn batch is not a state it can be in).
+// nothing else. A batch reaches it only when its simulated fsync completes
+// (the acceptorProc keeps the in-flight ones); a crash before that loses the
+// batch whole (the acceptor's store applies batches atomically, so a torn
+// batch is not a state it can be in).
+//
+// The record semantics (puts before deletes within a batch, AgeFloor
+// replacing the floor, CheckBatch bounds) are caspaxos.MemoryStore's, the
+// in-memory twin the conformance suite holds to the durable stores: the
+// simulator has no store semantics of its own to drift from them.
 type Disk struct {
-	records  map[string]caspaxos.Record
-	ageFloor uint64
-	syncs    uint64
+	store *caspaxos.MemoryStore
 }
 
 // NewDisk returns an empty disk.
-func NewDisk() *Disk { return &Disk{records: make(map[string]caspaxos.Record)} }
+func NewDisk() *Disk { return &Disk{store: caspaxos.NewMemoryStore()} }
 
-// Apply makes b durable.
-func (d *Disk) Apply(b caspaxos.Batch) {
-	for _, k := range b.Delete {
-		delete(d.records, k)
-	}
-	for _, r := range b.Put {
-		r.Value.Data = slices.Clone(r.Value.Data) // the disk owns its bytes
-		d.records[r.Key] = r
-	}
-	if b.AgeFloor > d.ageFloor {
-		d.ageFloor = b.AgeFloor
-	}
-	d.syncs++
-}
+// Apply makes b durable, or refuses it whole as a real store would (a batch
+// out of the record bounds).
+func (d *Disk) Apply(b caspaxos.Batch) error { return d.store.Apply(b) }
 
 // State returns what a restarting acceptor recovers: every record sorted by
 // key (the Store contract, and a map-order-free input to the acceptor).
-func (d *Disk) State() caspaxos.State {
-	keys := make([]string, 0, len(d.records))
-	for k := range d.records {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	st := caspaxos.State{Records: make([]caspaxos.Record, 0, len(keys)), AgeFloor: d.ageFloor}
-	for _, k := range keys {
-		r := d.records[k]
-		r.Value.Data = slices.Clone(r.Value.Data)
-		st.Records = append(st.Records, r)
-	}
-	return st
-}
-
-// Syncs returns the number of batches made durable.
-func (d *Disk) Syncs() uint64 { return d.syncs }
+func (d *Disk) State() caspaxos.State { return d.store.Snapshot() }

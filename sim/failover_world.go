@@ -641,22 +641,11 @@ func (fw *foWorld) checkLineage() []int {
 // history covers it (0 if none does: counted lost, never assumed).
 func lineageEpoch(ps []partition.Progress, lsn partition.LSN) partition.Epoch {
 	for _, p := range ps {
-		if len(p.History) > 0 && lsn > p.History[0].After {
-			return epochOf(p.History, lsn)
+		if e, ok := partition.EpochAt(p.History, lsn); ok {
+			return e
 		}
 	}
 	return 0
-}
-
-// epochOf maps an LSN to the epoch that wrote it in a replica's history.
-func epochOf(h []partition.EpochRange, lsn partition.LSN) partition.Epoch {
-	var e partition.Epoch
-	for _, row := range h {
-		if lsn > row.After {
-			e = row.Epoch
-		}
-	}
-	return e
 }
 
 // checkConvergence compares the applied state of every replica.

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/partition/partitiontest"
 	"github.com/fmnode/fmnode/partition/replcheck"
 )
 
 // replicationScenario runs the partition data plane's replication checks
-// (package replcheck over partition.Cluster, the data plane's own
+// (package replcheck over partitiontest.Cluster, the data plane's own
 // deterministic harness): clients at every consistency level with a fixed
 // write region under loss, duplication, delay, link cuts and crashes at any
 // point; porcupine for strong keys, read-your-writes and monotonic reads
@@ -57,7 +58,7 @@ func (replicationScenario) Run(cfg Config) (Result, error) {
 	// Every committed write and delivered message goes into the trace hash,
 	// so a seed's run can be compared across reruns like the others.
 	tr := NewTrace()
-	rc.Observe = func(ev partition.ObservedEvent) {
+	rc.Observe = func(ev partitiontest.ObservedEvent) {
 		tr.Begin('R', ev.At)
 		tr.Str(string(ev.Region))
 		for _, w := range ev.Commit {

@@ -39,6 +39,7 @@ func Run(t *testing.T, open Opener) {
 		{"BatchOrder", testBatchOrder},
 		{"EmptyBatch", testEmptyBatch},
 		{"AgeFloor", testAgeFloor},
+		{"BatchSemantics", testBatchSemantics},
 		{"BatchAtomicOnInvalid", testBatchAtomicOnInvalid},
 		{"Bounds", testBounds},
 		{"SortedByKey", testSortedByKey},
@@ -194,6 +195,45 @@ func testAgeFloor(t *testing.T, h *harness) {
 	h.checkBoth()
 	h.apply(caspaxos.Batch{AgeFloor: math.MaxUint64})
 	h.checkBoth()
+}
+
+// testBatchSemantics pins, against literal states rather than the model,
+// the two rules every store (and every in-memory twin) must agree on:
+// within a batch the puts apply first and the deletes after them, so a key
+// both put and deleted in one batch is gone; and a non-zero AgeFloor
+// replaces the stored floor, even with a lower value (the store does not
+// take a max: monotonicity is the acceptor's job). A store that applied
+// deletes before puts, or kept max(old, new), fails here.
+func testBatchSemantics(t *testing.T, h *harness) {
+	load := func() caspaxos.State {
+		t.Helper()
+		st, err := h.s.Load()
+		require.NoError(t, err)
+		return st
+	}
+	want := func(floor uint64, recs ...caspaxos.Record) {
+		t.Helper()
+		AssertState(t, caspaxos.State{AgeFloor: floor, Records: recs}, load())
+		h.reopen()
+		AssertState(t, caspaxos.State{AgeFloor: floor, Records: recs}, load())
+	}
+	keep := rec("keep", 1, "k")
+	require.NoError(t, h.s.Apply(caspaxos.Batch{
+		Put:      []caspaxos.Record{rec("both", 1, "put"), keep},
+		Delete:   []string{"both"},
+		AgeFloor: 10,
+	}))
+	want(10, keep)
+
+	// The key exists before the batch: the batch's put does not resurrect it.
+	require.NoError(t, h.s.Apply(caspaxos.Batch{Put: []caspaxos.Record{rec("both", 2, "old")}}))
+	require.NoError(t, h.s.Apply(caspaxos.Batch{Put: []caspaxos.Record{rec("both", 3, "new")}, Delete: []string{"both"}}))
+	want(10, keep)
+
+	require.NoError(t, h.s.Apply(caspaxos.Batch{AgeFloor: 4}))
+	want(4, keep)
+	require.NoError(t, h.s.Apply(caspaxos.Batch{Put: []caspaxos.Record{rec("z", 5, "z")}}))
+	want(4, keep, rec("z", 5, "z"))
 }
 
 // testBatchAtomicOnInvalid: a batch with one out-of-bounds record fails as a

@@ -163,8 +163,12 @@ func (n *Node) Region() partition.Region { return n.cfg.Host.Region }
 func (n *Node) Stats() *Stats { return &n.stats }
 
 // Deliver queues messages from the transport. It never blocks: on a full
-// inbox the messages are dropped (and retransmitted by the protocol).
+// inbox the messages are dropped (and retransmitted by the protocol). An
+// empty delivery is ignored rather than spending an inbox slot.
 func (n *Node) Deliver(msgs []partition.Message) {
+	if len(msgs) == 0 {
+		return
+	}
 	select {
 	case n.inbox <- event{kind: evMessages, msgs: msgs}:
 	default:
@@ -458,6 +462,13 @@ func (n *Node) send(msgs []partition.Message) {
 		n.outbuf[m.To] = append(n.outbuf[m.To], m)
 	}
 	for to, ms := range n.outbuf {
+		// The key stays (a region seen once is likely seen again), so a
+		// region with nothing this time is skipped: an empty Send would
+		// still take a slot of the receiver's inbox, and a full inbox
+		// drops real messages.
+		if len(ms) == 0 {
+			continue
+		}
 		n.cfg.Transport.Send(to, ms)
 		n.outbuf[to] = nil // the receiver owns the slice now
 	}

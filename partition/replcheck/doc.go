@@ -1,4 +1,4 @@
-// Package replcheck runs the replication scenario on partition.Cluster: a
+// Package replcheck runs the replication scenario on partitiontest.Cluster: a
 // deterministic, seeded workload of clients writing and reading at every
 // consistency level with a fixed write region, under message loss, delay,
 // duplication, link cuts and crash-restart of any region (the write region

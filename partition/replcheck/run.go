@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/fmnode/fmnode/partition"
+	"github.com/fmnode/fmnode/partition/partitiontest"
 	"github.com/fmnode/fmnode/quorum"
 )
 
@@ -33,7 +34,7 @@ type Config struct {
 	// (a write's outcome is then unknown).
 	ClientTimeout time.Duration
 
-	// Network and disk faults (see partition.ClusterConfig).
+	// Network and disk faults (see partitiontest.ClusterConfig).
 	MinDelay, MaxDelay   time.Duration
 	LossRate, DupRate    float64
 	MinDisk, MaxDisk     time.Duration
@@ -56,7 +57,7 @@ type Config struct {
 	// that must fail, proving the checks detect violations.
 	CanaryReadLevel partition.Consistency
 	// Observe, if set, is installed as the cluster's observer (tracing).
-	Observe func(partition.ObservedEvent)
+	Observe func(partitiontest.ObservedEvent)
 	// LinearizabilityTimeout bounds porcupine per run.
 	LinearizabilityTimeout time.Duration
 }
@@ -111,7 +112,7 @@ type Report struct {
 	StrongOps        int // operations checked for linearizability
 	SessionReads     int
 	BoundedReads     int
-	Cluster          partition.ClusterStats
+	Cluster          partitiontest.ClusterStats
 	// Refusals counts refused operations by level and error class.
 	Refusals map[string]int
 	FinalLSN map[partition.ID]partition.LSN
@@ -200,7 +201,7 @@ func (es epochStart) owed(e partition.Epoch, w partition.Token) bool {
 	if w.LSN > es.after {
 		return false
 	}
-	we, ok := epochAt(es.hist, w.LSN)
+	we, ok := partition.EpochAt(es.hist, w.LSN)
 	return !ok || we == w.Epoch
 }
 
@@ -218,7 +219,7 @@ type kvInput struct {
 type runner struct {
 	cfg     Config
 	rng     *rand.Rand
-	c       *partition.Cluster
+	c       *partitiontest.Cluster
 	parts   []*part
 	clients []*client
 	byRef   map[partition.ClientRef]*client
@@ -286,7 +287,7 @@ func (cfg *Config) fill() {
 func Run(cfg Config) (Report, error) {
 	cfg.fill()
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed*0x9e3779b97f4a7c15+1))
-	c, err := partition.NewCluster(partition.ClusterConfig{
+	c, err := partitiontest.NewCluster(partitiontest.ClusterConfig{
 		Regions: cfg.Regions, Host: cfg.Host,
 		MinDelay: cfg.MinDelay, MaxDelay: cfg.MaxDelay, LossRate: cfg.LossRate, DupRate: cfg.DupRate,
 		MinDisk: cfg.MinDisk, MaxDisk: cfg.MaxDisk, CrashAfterCommitRate: cfg.CrashAfterCommitRate,
@@ -546,7 +547,7 @@ func (r *runner) unknownWrite(cl *client) {
 	}
 }
 
-func (r *runner) complete(cl *client, cr partition.ClientReply) {
+func (r *runner) complete(cl *client, cr partitiontest.ClientReply) {
 	defer r.done(cl)
 	rep := cr.Reply
 	now := cr.At
@@ -621,7 +622,7 @@ func (l lineage) survived(t partition.Token) (in, ok bool) {
 	if t.LSN > l.last {
 		return false, true
 	}
-	e, known := epochAt(l.hist, t.LSN)
+	e, known := partition.EpochAt(l.hist, t.LSN)
 	if !known {
 		return false, false
 	}
@@ -757,15 +758,6 @@ func (r *runner) converged() bool {
 	return true
 }
 
-func epochAt(h []partition.EpochRange, lsn partition.LSN) (partition.Epoch, bool) {
-	for i := len(h) - 1; i >= 0; i-- {
-		if h[i].After < lsn {
-			return h[i].Epoch, true
-		}
-	}
-	return 0, false
-}
-
 // checkAckedInLineage: every acknowledged write is in every replica's log
 // lineage (nothing acknowledged was truncated or lost).
 func (r *runner) checkAckedInLineage(p *part) {
@@ -784,7 +776,7 @@ func (r *runner) checkAckedInLineage(p *part) {
 				r.fail("partition %d %s: acknowledged write %v beyond the log end %d", p.id, reg, w.token, pr.LastLSN)
 				continue
 			}
-			if e, ok := epochAt(pr.History, w.token.LSN); ok && e != w.token.Epoch {
+			if e, ok := partition.EpochAt(pr.History, w.token.LSN); ok && e != w.token.Epoch {
 				r.fail("partition %d %s: acknowledged write %v replaced by an op of epoch %d", p.id, reg, w.token, e)
 			}
 		}
@@ -798,7 +790,7 @@ func (r *runner) finalReads(p *part) {
 		ref := r.nextRef
 		start := r.c.Now()
 		r.c.Read(r.writeRegion(), partition.ReadRequest{Partition: p.id, Ref: ref, Key: []byte(key), Consistency: partition.Strong, Epoch: r.epoch})
-		var got *partition.ClientReply
+		var got *partitiontest.ClientReply
 		for i := 0; i < 1000 && got == nil; i++ {
 			r.c.RunFor(time.Millisecond)
 			for _, cr := range r.c.Replies() {

@@ -1,4 +1,10 @@
-package partition
+// Package partitiontest is the deterministic multi-region harness for
+// package partition: Hosts over MemStores, an event heap, a simulated
+// network and disk. It lives outside the core because the core has no
+// clock, scheduler or network of its own; the partition property tests
+// (as package partition_test), package replcheck and through it the
+// simulator's replication scenario drive it.
+package partitiontest
 
 import (
 	"bytes"
@@ -7,6 +13,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/fmnode/fmnode/partition"
 )
 
 // Cluster is a deterministic in-memory harness: one Host per region over
@@ -16,8 +24,8 @@ import (
 // delay, duplication and reordering, one-way link cuts, and crash-restart
 // of a region's node that keeps only what its store committed (a Ready
 // whose disk write had not completed is lost, as are the messages and
-// acknowledgements that depended on it). The simulator (sim/) wraps it;
-// the property tests drive it directly.
+// acknowledgements that depended on it). The simulator reaches it through
+// package replcheck; the property tests drive it directly.
 //
 // It also checks safety continuously (see Violation): an (epoch, LSN) names
 // one op everywhere (nothing from a stale or foreign lineage is applied
@@ -37,7 +45,7 @@ type Cluster struct {
 
 	// canonical op per (epoch, LSN): the first time anyone persisted it.
 	canon     map[canonKey]opDigest
-	applied   map[[2]uint64]LSN // (node, partition) -> applied LSN seen in writes
+	applied   map[[2]uint64]partition.LSN // (node, partition) -> applied LSN seen in writes
 	violation error
 	stats     ClusterStats
 
@@ -48,9 +56,9 @@ type Cluster struct {
 
 // ClusterConfig shapes a Cluster.
 type ClusterConfig struct {
-	Regions []Region
+	Regions []partition.Region
 	// Host is the template for every host; Region and Boot are set per node.
-	Host Config
+	Host partition.Config
 	// Network: each message is delivered after a delay uniform in
 	// [MinDelay, MaxDelay] (so messages reorder), lost with LossRate,
 	// duplicated with DupRate.
@@ -77,35 +85,35 @@ type ClusterStats struct {
 
 // ClientReply is a reply delivered to a client of the cluster.
 type ClientReply struct {
-	Region Region
+	Region partition.Region
 	At     time.Duration
-	Reply  Reply
+	Reply  partition.Reply
 }
 
 // ObservedEvent is what Cluster.Observe sees.
 type ObservedEvent struct {
 	At      time.Duration
-	Region  Region
-	Commit  []Write  // a durable commit
-	Message *Message // a delivered message
+	Region  partition.Region
+	Commit  []partition.Write  // a durable commit
+	Message *partition.Message // a delivered message
 }
 
 type clusterNode struct {
 	idx         int
-	region      Region
-	host        *Host
-	store       *MemStore
+	region      partition.Region
+	host        *partition.Host
+	store       *partition.MemStore
 	up          bool
 	incarnation uint64
 	diskFree    time.Duration
-	inflight    []Ready // taken, commit not yet complete, in order
+	inflight    []partition.Ready // taken, commit not yet complete, in order
 	tickAt      time.Duration
 }
 
 type canonKey struct {
-	p   ID
-	e   Epoch
-	lsn LSN
+	p   partition.ID
+	e   partition.Epoch
+	lsn partition.LSN
 }
 
 type opDigest struct {
@@ -128,7 +136,7 @@ type event struct {
 	kind        eventKind
 	node        int
 	incarnation uint64
-	msg         Message
+	msg         partition.Message
 }
 
 type eventHeap []event
@@ -170,9 +178,9 @@ func NewCluster(cfg ClusterConfig, rng *rand.Rand) (*Cluster, error) {
 	case cfg.CrashAfterCommitRate < 0 || cfg.CrashAfterCommitRate >= 1:
 		return nil, configErr("ClusterConfig.CrashAfterCommitRate", "must be in [0, 1), got %v", cfg.CrashAfterCommitRate)
 	}
-	c := &Cluster{cfg: cfg, rng: rng, cut: map[[2]int]bool{}, canon: map[canonKey]opDigest{}, applied: map[[2]uint64]LSN{}}
+	c := &Cluster{cfg: cfg, rng: rng, cut: map[[2]int]bool{}, canon: map[canonKey]opDigest{}, applied: map[[2]uint64]partition.LSN{}}
 	for i, reg := range cfg.Regions {
-		n := &clusterNode{idx: i, region: reg, store: NewMemStore()}
+		n := &clusterNode{idx: i, region: reg, store: partition.NewMemStore()}
 		c.nodes = append(c.nodes, n)
 		if err := c.boot(n); err != nil {
 			return nil, err
@@ -184,13 +192,16 @@ func NewCluster(cfg ClusterConfig, rng *rand.Rand) (*Cluster, error) {
 // Now returns the virtual time.
 func (c *Cluster) Now() time.Duration { return c.now }
 
+// Config returns the configuration the cluster was built with.
+func (c *Cluster) Config() ClusterConfig { return c.cfg }
+
 // Stats returns the harness counters.
 func (c *Cluster) Stats() ClusterStats { return c.stats }
 
 // Regions returns the regions, in node order.
-func (c *Cluster) Regions() []Region { return slices.Clone(c.cfg.Regions) }
+func (c *Cluster) Regions() []partition.Region { return slices.Clone(c.cfg.Regions) }
 
-func (c *Cluster) node(reg Region) *clusterNode {
+func (c *Cluster) node(reg partition.Region) *clusterNode {
 	for _, n := range c.nodes {
 		if n.region == reg {
 			return n
@@ -200,7 +211,7 @@ func (c *Cluster) node(reg Region) *clusterNode {
 }
 
 // Host returns the host of region (nil while it is down).
-func (c *Cluster) Host(reg Region) *Host {
+func (c *Cluster) Host(reg partition.Region) *partition.Host {
 	if n := c.node(reg); n != nil && n.up {
 		return n.host
 	}
@@ -208,7 +219,7 @@ func (c *Cluster) Host(reg Region) *Host {
 }
 
 // Store returns the store of region.
-func (c *Cluster) Store(reg Region) *MemStore {
+func (c *Cluster) Store(reg partition.Region) *partition.MemStore {
 	if n := c.node(reg); n != nil {
 		return n.store
 	}
@@ -216,7 +227,7 @@ func (c *Cluster) Store(reg Region) *MemStore {
 }
 
 // Up reports whether region's node is running.
-func (c *Cluster) Up(reg Region) bool {
+func (c *Cluster) Up(reg partition.Region) bool {
 	n := c.node(reg)
 	return n != nil && n.up
 }
@@ -238,7 +249,7 @@ func (c *Cluster) Violation() error {
 
 func (c *Cluster) violate(format string, args ...any) {
 	if c.violation == nil {
-		c.violation = fmt.Errorf("%w: cluster at %v: %s", ErrInvariant, c.now, fmt.Sprintf(format, args...))
+		c.violation = fmt.Errorf("%w: cluster at %v: %s", partition.ErrInvariant, c.now, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -247,7 +258,7 @@ func (c *Cluster) boot(n *clusterNode) error {
 	cfg.Region = n.region
 	n.incarnation++
 	cfg.Boot = n.incarnation
-	h, err := NewHost(cfg)
+	h, err := partition.NewHost(cfg)
 	if err != nil {
 		return err
 	}
@@ -275,7 +286,7 @@ func (c *Cluster) boot(n *clusterNode) error {
 
 // Create creates partition p on every replica region of spec (every node
 // must be up; creation is the control plane's job, retried until done).
-func (c *Cluster) Create(p ID, spec Spec) error {
+func (c *Cluster) Create(p partition.ID, spec partition.Spec) error {
 	for _, n := range c.nodes {
 		if !n.up {
 			return fmt.Errorf("cluster: create %d: region %s is down", p, n.region)
@@ -297,7 +308,7 @@ func (c *Cluster) Create(p ID, spec Spec) error {
 }
 
 // Write submits a client write to region's replica.
-func (c *Cluster) Write(reg Region, req WriteRequest) {
+func (c *Cluster) Write(reg partition.Region, req partition.WriteRequest) {
 	n := c.node(reg)
 	if n == nil || !n.up {
 		return // the client's request is lost; it times out
@@ -307,7 +318,7 @@ func (c *Cluster) Write(reg Region, req WriteRequest) {
 }
 
 // Read submits a client read to region's replica.
-func (c *Cluster) Read(reg Region, req ReadRequest) {
+func (c *Cluster) Read(reg partition.Region, req partition.ReadRequest) {
 	n := c.node(reg)
 	if n == nil || !n.up {
 		return
@@ -318,7 +329,7 @@ func (c *Cluster) Read(reg Region, req ReadRequest) {
 
 // Control runs fn on region's host (Fence, Promote, Truncate, ...) at the
 // current time and pumps the node.
-func (c *Cluster) Control(reg Region, fn func(now time.Duration, h *Host) error) error {
+func (c *Cluster) Control(reg partition.Region, fn func(now time.Duration, h *partition.Host) error) error {
 	n := c.node(reg)
 	if n == nil || !n.up {
 		return fmt.Errorf("cluster: region %s is down", reg)
@@ -335,8 +346,32 @@ func (c *Cluster) Replies() []ClientReply {
 	return out
 }
 
+// WaitReply runs the cluster until the reply for ref arrives or d passes,
+// and returns it. Replies for other refs stay queued for Replies.
+func (c *Cluster) WaitReply(ref partition.ClientRef, d time.Duration) (ClientReply, bool) {
+	deadline := c.now + d
+	var pending []ClientReply
+	defer func() { c.replies = append(pending, c.replies...) }()
+	for {
+		for _, r := range c.Replies() {
+			if r.Reply.Ref == ref {
+				return r, true
+			}
+			pending = append(pending, r)
+		}
+		if c.now >= deadline {
+			return ClientReply{}, false
+		}
+		if !c.Step() {
+			c.RunUntil(deadline)
+		} else if c.now > deadline {
+			c.RunUntil(c.now)
+		}
+	}
+}
+
 // Crash stops region's node: everything not committed is lost.
-func (c *Cluster) Crash(reg Region) {
+func (c *Cluster) Crash(reg partition.Region) {
 	n := c.node(reg)
 	if n == nil || !n.up {
 		return
@@ -348,7 +383,7 @@ func (c *Cluster) Crash(reg Region) {
 }
 
 // Restart boots region's node from its store.
-func (c *Cluster) Restart(reg Region) error {
+func (c *Cluster) Restart(reg partition.Region) error {
 	n := c.node(reg)
 	if n == nil || n.up {
 		return nil
@@ -358,7 +393,7 @@ func (c *Cluster) Restart(reg Region) error {
 }
 
 // Cut drops every message from a to b until Heal.
-func (c *Cluster) Cut(a, b Region) {
+func (c *Cluster) Cut(a, b partition.Region) {
 	na, nb := c.node(a), c.node(b)
 	if na != nil && nb != nil {
 		c.cut[[2]int{na.idx, nb.idx}] = true
@@ -366,7 +401,7 @@ func (c *Cluster) Cut(a, b Region) {
 }
 
 // Isolate cuts region off in both directions.
-func (c *Cluster) Isolate(reg Region) {
+func (c *Cluster) Isolate(reg partition.Region) {
 	for _, n := range c.nodes {
 		if n.region != reg {
 			c.Cut(reg, n.region)
@@ -510,7 +545,7 @@ func (c *Cluster) completeDisk(n *clusterNode) {
 			return
 		}
 	}
-	replies, fetched := ExecReads(n.store, &rd)
+	replies, fetched := partition.ExecReads(n.store, &rd)
 	n.host.Advance(&rd)
 	for i := range fetched {
 		n.host.StepFetch(c.now, &fetched[i])
@@ -522,13 +557,13 @@ func (c *Cluster) completeDisk(n *clusterNode) {
 	}
 }
 
-func (c *Cluster) deliver(n *clusterNode, rs []Reply) {
+func (c *Cluster) deliver(n *clusterNode, rs []partition.Reply) {
 	for _, r := range rs {
 		c.replies = append(c.replies, ClientReply{Region: n.region, At: c.now, Reply: r})
 	}
 }
 
-func (c *Cluster) send(from *clusterNode, m Message) {
+func (c *Cluster) send(from *clusterNode, m partition.Message) {
 	to := c.node(m.To)
 	if to == nil {
 		c.stats.Lost++
@@ -553,7 +588,7 @@ func (c *Cluster) send(from *clusterNode, m Message) {
 }
 
 // checkWrites checks what a node made durable against everything seen.
-func (c *Cluster) checkWrites(n *clusterNode, ws []Write) {
+func (c *Cluster) checkWrites(n *clusterNode, ws []partition.Write) {
 	for i := range ws {
 		w := &ws[i]
 		key := [2]uint64{uint64(n.idx), uint64(w.Partition)}
@@ -586,7 +621,7 @@ func (c *Cluster) checkWrites(n *clusterNode, ws []Write) {
 	}
 }
 
-func (c *Cluster) checkCanon(n *clusterNode, p ID, op *Op, what string) {
+func (c *Cluster) checkCanon(n *clusterNode, p partition.ID, op *partition.Op, what string) {
 	k := canonKey{p: p, e: op.Epoch, lsn: op.LSN}
 	d := opDigest{del: op.Delete, key: string(op.Key), value: string(op.Value)}
 	if old, ok := c.canon[k]; !ok {
@@ -598,7 +633,7 @@ func (c *Cluster) checkCanon(n *clusterNode, p ID, op *Op, what string) {
 }
 
 // Canonical returns the op persisted first at (p, e, lsn), if any.
-func (c *Cluster) Canonical(p ID, e Epoch, lsn LSN) (key, value []byte, del, ok bool) {
+func (c *Cluster) Canonical(p partition.ID, e partition.Epoch, lsn partition.LSN) (key, value []byte, del, ok bool) {
 	d, ok := c.canon[canonKey{p: p, e: e, lsn: lsn}]
 	if !ok {
 		return nil, nil, false, false
@@ -607,14 +642,14 @@ func (c *Cluster) Canonical(p ID, e Epoch, lsn LSN) (key, value []byte, del, ok 
 }
 
 // StateOf reads p's applied state in region (from its store).
-func (c *Cluster) StateOf(reg Region, p ID) (map[string][]byte, LSN, error) {
+func (c *Cluster) StateOf(reg partition.Region, p partition.ID) (map[string][]byte, partition.LSN, error) {
 	n := c.node(reg)
 	if n == nil {
 		return nil, 0, fmt.Errorf("cluster: no region %s", reg)
 	}
 	out := map[string][]byte{}
 	var after []byte
-	var applied LSN
+	var applied partition.LSN
 	for {
 		kvs, more, a, err := n.store.ReadKV(p, after, 1<<20)
 		if err != nil {
@@ -629,4 +664,8 @@ func (c *Cluster) StateOf(reg Region, p ID) (map[string][]byte, LSN, error) {
 		}
 		after = bytes.Clone(kvs[len(kvs)-1].Key)
 	}
+}
+
+func configErr(field string, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", partition.ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
