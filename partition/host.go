@@ -23,14 +23,16 @@ import (
 //  1. persist rd.Writes atomically and durably, in order (Store.Commit);
 //  2. run rd.Reads and rd.Fetches against the store (ExecReads does both);
 //     reads must run before the next Ready's writes are applied;
-//  3. call Advance(rd) and hand fetch results to StepFetch;
-//  4. send rd.Messages and deliver rd.Done.
+//  3. call Finish(now, rd, replies, fetched) with ExecReads' results: it
+//     advances the host, steps the fetch results and returns the replies
+//     to deliver now (the reads' and rd.Done);
+//  4. send rd.Messages and deliver those replies.
 //
 // rd.Replies may be delivered at once: they depend only on state that was
 // durable before the Ready. Several Readys may be in flight as long as they
-// are persisted and advanced in order. The package has no driver that does
-// all of this: ExecReads is step 2 only; partition/node's Node.Run is the
-// production driver (pipelined commits, steps 1-4).
+// are persisted and advanced in order. Every driver runs steps 2 and 3
+// through ExecReads and Finish: internal/node (the node that the daemon
+// and the simulator drive), partition/node and partitiontest.
 type Host struct {
 	cfg  Config
 	log  *slog.Logger
@@ -616,7 +618,23 @@ func recycled[T any](s []T) []T {
 	return s[:0]
 }
 
-// Advance tells the host that rd's writes are durable.
+// Finish is step 3 of the Ready contract (see Host): rd's writes are
+// durable and ExecReads ran its reads and fetches. It advances the host,
+// hands it the fetch results and returns the replies to deliver now, in
+// order: the reads' and then rd.Done.
+func (h *Host) Finish(now time.Duration, rd *Ready, replies []Reply, fetched []FetchResult) []Reply {
+	h.Advance(rd)
+	for i := range fetched {
+		h.StepFetch(now, &fetched[i])
+	}
+	if len(rd.Done) == 0 {
+		return replies
+	}
+	return append(replies, rd.Done...)
+}
+
+// Advance tells the host that rd's writes are durable (Finish does it;
+// call Advance alone only for a Ready with no reads, fetches or Done).
 func (h *Host) Advance(rd *Ready) {
 	for i := range rd.Writes {
 		w := &rd.Writes[i]

@@ -317,7 +317,7 @@ func (n *foNode) completeDisk() {
 			return
 		}
 	}
-	fw.deliverReplies(n, n.node.Advance(&rd, n.store))
+	fw.deliverReplies(n, n.node.Advance(&rd, rd.Read(n.store)))
 	n.send(rd.Synced)
 }
 

@@ -158,7 +158,7 @@ func (c *tcluster) drain() {
 			for j := range rd.Host {
 				require.NoError(c.t, c.stores[i].Commit(rd.Host[j].Writes))
 			}
-			c.deliver(n.Advance(&rd, c.stores[i]))
+			c.deliver(n.Advance(&rd, rd.Read(c.stores[i])))
 			for _, b := range append(rd.Messages, rd.Synced...) {
 				c.seq++
 				heap.Push(&c.q, inflightMsg{at: c.now + c.delay, seq: c.seq, b: b})

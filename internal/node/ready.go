@@ -18,8 +18,8 @@ import (
 //     rest on state made durable by earlier Readys);
 //  2. make Acceptor and every Host[i].Writes durable (fsync), the acceptor
 //     batches in order and the host writes in order;
-//  3. call Advance, which runs the Ready's store reads and returns the
-//     replies that waited for durability;
+//  3. run its store reads (Ready.Read) and call Advance, which returns
+//     the replies that waited for durability;
 //  4. send Synced and deliver what Advance returned.
 //
 // Heartbeats thus leave while a disk stalls: a node whose data plane is
@@ -111,27 +111,54 @@ func (n *Node) take(dst []nodewire.Batch, out []nodewire.Batch) []nodewire.Batch
 // InFlight is the number of Readys handed out and not yet advanced.
 func (n *Node) InFlight() int { return n.inflight }
 
-// Advance acknowledges that rd's writes are durable. It runs rd's store
-// reads and fetches against st (they must run before a later Ready's
-// writes are applied), steps the acceptor's replies to this node's own
-// proposer, and returns the replies to deliver now.
-func (n *Node) Advance(rd *Ready, st partition.Store) []partition.Reply {
+// Reads are the results of a Ready's store reads and fetches (see
+// Ready.Read).
+type Reads struct {
+	replies [][]partition.Reply
+	fetched [][]partition.FetchResult
+}
+
+// Read runs rd's store reads and fetches against st. Call it once rd's
+// writes are durable and before a later Ready's writes are applied: a
+// read must see exactly the state up to its own Ready. It touches no node
+// state, so a committer goroutine may run it while the node goes on.
+func (rd *Ready) Read(st partition.Store) Reads {
+	var r Reads
+	for i := range rd.Host {
+		if len(rd.Host[i].Reads)+len(rd.Host[i].Fetches) == 0 {
+			continue
+		}
+		if r.replies == nil {
+			r.replies = make([][]partition.Reply, len(rd.Host))
+			r.fetched = make([][]partition.FetchResult, len(rd.Host))
+		}
+		r.replies[i], r.fetched[i] = partition.ExecReads(st, &rd.Host[i])
+	}
+	return r
+}
+
+// Advance acknowledges that rd's writes are durable and hands the node
+// rd's read results (rd.Read). It steps the acceptor's replies to this
+// node's own proposer and returns the client replies to deliver now.
+// Readys must be advanced in the order Ready handed them out.
+func (n *Node) Advance(rd *Ready, r Reads) []partition.Reply {
 	var out []partition.Reply
 	if !rd.Empty() {
 		n.inflight--
 	}
 	for i := range rd.Host {
 		h := &rd.Host[i]
-		replies, fetched := partition.ExecReads(st, h)
-		n.host.Advance(h)
+		var replies []partition.Reply
+		var fetched []partition.FetchResult
+		if r.replies != nil {
+			replies, fetched = r.replies[i], r.fetched[i]
+		}
+		out = append(out, n.host.Finish(n.now, h, replies, fetched)...)
 		for j := range fetched {
-			n.host.StepFetch(n.now, &fetched[j])
 			if p := n.part(fetched[j].Fetch.Partition); p != nil {
 				n.markDirty(p)
 			}
 		}
-		out = append(out, replies...)
-		out = append(out, h.Done...)
 		for _, w := range h.Writes {
 			if p := n.part(w.Partition); p != nil {
 				n.markDirty(p)
@@ -146,6 +173,15 @@ func (n *Node) Advance(rd *Ready, st partition.Store) []partition.Reply {
 	}
 	rd.Host, rd.selfReplies = nil, nil
 	return out
+}
+
+// Urgent returns what may leave at once without a Ready: the batches that
+// depend on no write (heartbeats, register requests, learns). A driver
+// whose disk is busy with earlier Readys calls it so that heartbeats keep
+// flowing; everything else waits for the next Ready.
+func (n *Node) Urgent() []nodewire.Batch {
+	n.pump()
+	return n.take(nil, n.outNow)
 }
 
 // pump runs the cores until none has anything new: host Readys, replica

@@ -41,3 +41,15 @@ func ReadFrame(r *bufio.Reader, maxFrame int, buf []byte) (Batch, []byte, error)
 	b, err := Decode(payload)
 	return b, payload, err
 }
+
+// Codec is the frame codec as a value, for transports that take one
+// (nodenet.Codec): AppendFrame and ReadFrame of this package.
+type Codec struct{}
+
+// AppendFrame is AppendFrame.
+func (Codec) AppendFrame(dst []byte, b *Batch) ([]byte, error) { return AppendFrame(dst, b) }
+
+// ReadFrame is ReadFrame.
+func (Codec) ReadFrame(r *bufio.Reader, maxFrame int, buf []byte) (Batch, []byte, error) {
+	return ReadFrame(r, maxFrame, buf)
+}

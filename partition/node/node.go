@@ -390,13 +390,7 @@ func (n *Node) finish(it *inflightReady) error {
 		n.stats.Commits.Add(1)
 		n.stats.WritesCommitted.Add(uint64(len(it.rd.Writes)))
 	}
-	n.host.Advance(&it.rd)
-	now := n.clock()
-	for i := range it.fetched {
-		n.host.StepFetch(now, &it.fetched[i])
-	}
-	n.answer(it.replies)
-	n.answer(it.rd.Done)
+	n.answer(n.host.Finish(n.clock(), &it.rd, it.replies, it.fetched))
 	n.send(it.rd.Messages)
 	for i, ch := range it.dos {
 		ch <- it.doErrs[i]

@@ -546,12 +546,7 @@ func (c *Cluster) completeDisk(n *clusterNode) {
 		}
 	}
 	replies, fetched := partition.ExecReads(n.store, &rd)
-	n.host.Advance(&rd)
-	for i := range fetched {
-		n.host.StepFetch(c.now, &fetched[i])
-	}
-	c.deliver(n, replies)
-	c.deliver(n, rd.Done)
+	c.deliver(n, n.host.Finish(c.now, &rd, replies, fetched))
 	for i := range rd.Messages {
 		c.send(n, rd.Messages[i])
 	}

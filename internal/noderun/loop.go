@@ -1,0 +1,275 @@
+package noderun
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fmnode/fmnode/internal/node"
+	"github.com/fmnode/fmnode/internal/nodewire"
+	"github.com/fmnode/fmnode/partition"
+)
+
+// commit is one Ready on its way through the committer.
+type commit struct {
+	rd    node.Ready
+	reads node.Reads
+	start time.Time
+	err   error
+}
+
+// Run is the node's loop: it returns when ctx ends (nil error after a
+// clean stop: in-flight commits finish first) or a store fails (the error;
+// the node must not go on with a store it cannot trust).
+func (d *Driver) Run(ctx context.Context, tr Sender) (err error) {
+	defer func() {
+		d.mu.Lock()
+		d.err = err
+		d.mu.Unlock()
+		d.running.Store(false)
+		close(d.done)
+	}()
+	commits := make(chan *commit, d.cfg.MaxInflight)
+	durable := make(chan *commit, d.cfg.MaxInflight)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(durable)
+		for c := range commits {
+			d.persist(c)
+			durable <- c
+		}
+	}()
+	l := &loop{d: d, tr: tr, commits: commits, durable: durable}
+	d.n.Start(d.cfg.Clock())
+	err = l.run(ctx)
+	close(commits)
+	for c := range durable { // let in-flight fsyncs finish before the stores close
+		if err == nil && c.err != nil {
+			err = c.err
+		}
+	}
+	wg.Wait()
+	if ctx.Err() != nil && err == ctx.Err() {
+		err = nil
+	}
+	return err
+}
+
+// loop is Run's state, owned by the loop goroutine.
+type loop struct {
+	d        *Driver
+	tr       Sender
+	commits  chan<- *commit
+	durable  <-chan *commit
+	// inflight counts Readys at the committer; it takes them in order and
+	// hands them back in order, so Readys are advanced in order.
+	inflight int
+}
+
+func (l *loop) run(ctx context.Context) error {
+	d := l.d
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := time.Hour
+		if t, ok := d.n.NextDeadline(); ok {
+			wait = max(t-d.cfg.Clock(), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case ev := <-d.inbox:
+			l.handle(ev)
+		case c, ok := <-l.durable:
+			if !ok {
+				return fmt.Errorf("noderun: committer stopped")
+			}
+			if err := l.finish(c); err != nil {
+				return err
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		if err := l.drain(); err != nil {
+			return err
+		}
+		d.n.Tick(d.cfg.Clock())
+		if err := d.n.Violation(); err != nil {
+			return fmt.Errorf("noderun: %w", err)
+		}
+		l.issue()
+	}
+}
+
+// drain takes what else is queued, up to EventsPerReady events, without
+// blocking: they share the next Ready (group commit).
+func (l *loop) drain() error {
+	for range l.d.cfg.EventsPerReady {
+		select {
+		case ev := <-l.d.inbox:
+			l.handle(ev)
+		case c, ok := <-l.durable:
+			if !ok {
+				return fmt.Errorf("noderun: committer stopped")
+			}
+			if err := l.finish(c); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+func (l *loop) handle(ev event) {
+	d, n := l.d, l.d.n
+	now := d.cfg.Clock()
+	switch ev.kind {
+	case evBatch:
+		if err := n.Step(now, &ev.batch); err != nil {
+			d.stats.StepErrors.Add(1)
+			d.log.Warn("batch refused", "from", ev.batch.From, "err", err)
+		}
+	case evWrite:
+		ref := l.ref(ev.reply)
+		ev.write.Ref = ref
+		n.Write(now, &ev.write)
+	case evRead:
+		ref := l.ref(ev.reply)
+		ev.read.Ref = ref
+		n.Read(now, &ev.read)
+	case evDo:
+		ev.errc <- ev.do(now, n)
+	}
+}
+
+// ref registers a client's reply channel under a fresh ClientRef.
+func (l *loop) ref(ch chan partition.Reply) partition.ClientRef {
+	d := l.d
+	d.nextRef++
+	d.pending[d.nextRef] = ch
+	return d.nextRef
+}
+
+// issue takes the node's Ready, if the commit window has room, and carries
+// out what needs no fsync; the rest goes to the committer. With the window
+// full, only the urgent batches leave.
+func (l *loop) issue() {
+	d := l.d
+	if l.inflight >= d.cfg.MaxInflight {
+		if bs := d.n.Urgent(); len(bs) > 0 {
+			d.stats.UrgentBatches.Add(uint64(len(bs)))
+			l.send(bs)
+		}
+		return
+	}
+	rd := d.n.Ready()
+	if rd.Empty() {
+		return
+	}
+	d.stats.Readys.Add(1)
+	l.send(rd.Messages)
+	l.answer(rd.Replies)
+	if d.cfg.Publisher != nil && len(rd.Routes) > 0 {
+		if _, err := d.cfg.Publisher.Apply(rd.Routes...); err != nil {
+			d.log.Warn("dns publisher refused routes", "err", err)
+		}
+	}
+	rd.Messages, rd.Replies, rd.Routes = nil, nil, nil
+	c := &commit{rd: rd, start: time.Now()}
+	if !rd.MustSync() && l.inflight == 0 {
+		// Nothing to make durable and nothing ahead of it.
+		c.reads = c.rd.Read(d.cfg.PartitionStore)
+		l.advance(c)
+		return
+	}
+	l.inflight++
+	l.commits <- c // never blocks: at most MaxInflight are out
+}
+
+// finish takes a durable commit back from the committer.
+func (l *loop) finish(c *commit) error {
+	if c.err != nil {
+		return c.err
+	}
+	l.inflight--
+	l.d.stats.Commits.Add(1)
+	l.d.stats.CommitNanos.Add(uint64(time.Since(c.start)))
+	l.advance(c)
+	return nil
+}
+
+// advance hands a durable Ready back to the node and sends what waited.
+func (l *loop) advance(c *commit) {
+	replies := l.d.n.Advance(&c.rd, c.reads)
+	l.send(c.rd.Synced)
+	l.answer(replies)
+}
+
+func (l *loop) send(bs []nodewire.Batch) {
+	for i := range bs {
+		if err := l.tr.Send(bs[i].To, &bs[i]); err != nil {
+			l.d.stats.SendErrors.Add(1)
+		}
+	}
+}
+
+// answer delivers client replies; control operations (Ref 0) have none.
+func (l *loop) answer(rs []partition.Reply) {
+	d := l.d
+	for i := range rs {
+		if ch, ok := d.pending[rs[i].Ref]; ok {
+			delete(d.pending, rs[i].Ref)
+			ch <- rs[i]
+		}
+	}
+}
+
+// persist makes a Ready's writes durable, the acceptor's and the
+// partitions' stores in parallel, then runs its reads (before any later
+// Ready's writes are applied: the committer takes them one at a time).
+func (d *Driver) persist(c *commit) {
+	var accErr error
+	var wg sync.WaitGroup
+	if len(c.rd.Acceptor) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, b := range c.rd.Acceptor {
+				if err := d.cfg.AcceptorStore.Apply(b); err != nil {
+					accErr = fmt.Errorf("noderun: acceptor store: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	var ws []partition.Write
+	for i := range c.rd.Host {
+		ws = append(ws, c.rd.Host[i].Writes...)
+	}
+	var partErr error
+	if len(ws) > 0 {
+		if err := d.cfg.PartitionStore.Commit(ws); err != nil {
+			partErr = fmt.Errorf("noderun: partition store: %w", err)
+		}
+	}
+	wg.Wait()
+	switch {
+	case accErr != nil:
+		c.err = accErr
+	case partErr != nil:
+		c.err = partErr
+	default:
+		c.reads = c.rd.Read(d.cfg.PartitionStore)
+	}
+}
