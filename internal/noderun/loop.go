@@ -60,10 +60,10 @@ func (d *Driver) Run(ctx context.Context, tr Sender) (err error) {
 
 // loop is Run's state, owned by the loop goroutine.
 type loop struct {
-	d        *Driver
-	tr       Sender
-	commits  chan<- *commit
-	durable  <-chan *commit
+	d       *Driver
+	tr      Sender
+	commits chan<- *commit
+	durable <-chan *commit
 	// inflight counts Readys at the committer; it takes them in order and
 	// hands them back in order, so Readys are advanced in order.
 	inflight int
