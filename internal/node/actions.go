@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/fmnode/fmnode/failover"
 	"github.com/fmnode/fmnode/partition"
 )
@@ -14,44 +16,59 @@ func (n *Node) act(pa failover.PartitionActions) {
 		return
 	}
 	for _, a := range pa.Actions {
-		if err := n.do(p, a); err != nil {
+		done, err := Do(n.host, n.now, p.id, a)
+		if err != nil {
 			n.stats.ActionErrors++
 			n.obs.ActionFailed(p.id, a, err)
 			break
+		}
+		switch {
+		case done.Promoted:
+			n.obs.Promoted(p.id, a.Epoch)
+		case done.Truncated:
+			n.obs.Truncated(p.id, a.Divergence.FalseProgressOps)
 		}
 	}
 	n.markDirty(p)
 }
 
-func (n *Node) do(p *part, a failover.Action) error {
-	now, id, e := n.now, p.id, partition.Epoch(a.Epoch)
+// Done says what an action did beyond its kind.
+type Done struct {
+	// Promoted: the replica became write region of the action's epoch.
+	Promoted bool
+	// Truncated: the replica set its false progress aside into the
+	// conflict record.
+	Truncated bool
+}
+
+// Do carries out one failover action (failover.Reconcile's output) on
+// partition p's replica in h: the one mapping from the failover core's
+// actions to the data plane's operations, for every driver of a host.
+func Do(h *partition.Host, now time.Duration, p partition.ID, a failover.Action) (Done, error) {
+	e := partition.Epoch(a.Epoch)
 	switch a.Kind {
 	case failover.ActPromote:
 		var err error
 		if a.Graceful {
-			err = n.host.PromoteGraceful(now, id, e, partition.LSN(a.AfterLSN), a.WriteQuorum, 0)
+			err = h.PromoteGraceful(now, p, e, partition.LSN(a.AfterLSN), a.WriteQuorum, 0)
 		} else {
-			err = n.host.Promote(now, id, e, partition.LSN(a.AfterLSN), a.WriteQuorum, 0)
+			err = h.Promote(now, p, e, partition.LSN(a.AfterLSN), a.WriteQuorum, 0)
 		}
-		if err == nil {
-			n.obs.Promoted(id, a.Epoch)
-		}
-		return err
+		return Done{Promoted: err == nil}, err
 	case failover.ActFence:
-		return n.host.Fence(now, id, e, a.WriteRegion, 0)
+		return Done{}, h.Fence(now, p, e, a.WriteRegion, 0)
 	case failover.ActFollow:
-		if err := n.host.Fence(now, id, e, a.WriteRegion, 0); err != nil || !a.TruncateSet {
-			return err
+		if err := h.Fence(now, p, e, a.WriteRegion, 0); err != nil || !a.TruncateSet {
+			return Done{}, err
 		}
-		if err := n.host.Truncate(now, id, partition.LSN(a.TruncateAfter), 0); err != nil {
-			return err
+		if err := h.Truncate(now, p, partition.LSN(a.TruncateAfter), 0); err != nil {
+			return Done{}, err
 		}
-		n.obs.Truncated(id, a.Divergence.FalseProgressOps)
-		return nil
+		return Done{Truncated: true}, nil
 	case failover.ActSetWriteQuorum:
-		return n.host.SetWriteQuorum(now, id, a.WriteQuorum, 0)
+		return Done{}, h.SetWriteQuorum(now, p, a.WriteQuorum, 0)
 	case failover.ActValidateLease:
-		return n.host.ValidateLease(id, a.LeaseGen, e)
+		return Done{}, h.ValidateLease(p, a.LeaseGen, e)
 	}
-	return nil
+	return Done{}, nil
 }
