@@ -7,6 +7,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/fmnode/fmnode/internal/node"
 	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/quorum"
 	"github.com/fmnode/fmnode/txtdns/routing"
@@ -344,22 +345,20 @@ func (fw *foWorld) deliverReplies(n *foNode, rs []partition.Reply) {
 }
 
 // clientReply turns the data plane's answer into what the routing core
-// classifies: the typed redirect (partition.RedirectError is a
+// classifies, by the rule every node client applies
+// (node.ClassifyReply): the typed redirect (partition.RedirectError is a
 // routing.Redirect as is), errors that certainly did not apply the request
-// (retried), and the rest (a write's outcome is then unknown: not retried).
+// (retried), and the rest (a write's outcome is then unknown: not retried,
+// and reported as gray-failure evidence).
 func (fw *foWorld) clientReply(c *foClient) {
 	r := c.reply
 	fw.traceReply(c, r)
-	var rd routing.Redirect
 	var err error
-	switch {
-	case r.Err == nil:
-	case errors.As(r.Err, &rd):
+	switch node.ClassifyReply(r, c.write) {
+	case node.ReplyOK:
+	case node.ReplyRedirect, node.ReplyRetry:
 		err = r.Err
-	case errors.Is(r.Err, partition.ErrBackpressure) || errors.Is(r.Err, partition.ErrLeaseExpired) ||
-		errors.Is(r.Err, partition.ErrNotReady) || !c.write:
-		err = r.Err
-	default:
+	case node.ReplyUnknown:
 		fw.noteClientError(c, c.sentRegion)
 		err = routing.Permanent(r.Err)
 	}
