@@ -79,10 +79,14 @@
 //     the same trace hash and result.
 //   - region-outage, node-failure, write-region-isolated, two-region,
 //     flapping, failback, graceful-drain, gray-failure, az-outage: the whole
-//     failover system on one world (per node a CASPaxos acceptor and
-//     proposer, a failover.Manager and a partition.Host; simulated DNS
-//     publishers and resolvers; closed-loop clients routing by the txtdns
-//     records). A run sets up the registers, warms up, runs the fault for
+//     failover system on one world: per node an internal/node.Node (its
+//     CASPaxos acceptor and proposer, failover.Manager, partition.Host and
+//     register watch: the same composition the daemon's driver runs),
+//     exchanging nodewire.Batch values over one simulated network; simulated
+//     DNS publishers fed by the routes each node learns, and resolvers;
+//     closed-loop clients routing by the txtdns records. The world adds only
+//     the network, the disks, the clocks, the faults, the clients and the
+//     checkers: no node acts on anything another node could not tell it. A run sets up the registers, warms up, runs the fault for
 //     --outage, heals, waits for the re-sync, stops the clients and waits
 //     for convergence. region-outage is the paper's drill: the command
 //     defaults to DrillPartitions partitions, a DrillOutage outage and

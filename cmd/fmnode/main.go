@@ -20,11 +20,12 @@
 //     --control-stdin it answers "stats" and exits when stdin closes, and
 //     --metrics-listen serves Prometheus metrics.
 //
-// There is no failover manager daemon or admin command yet: the manager
-// (package failover) runs only inside the simulator's failover scenarios,
-// the one place where it, the CASPaxos register, the partition replicas
-// (package partition) and the DNS routing (package txtdns) work together
-// so far.
+// There is no failover daemon (`fmnode agent`) or admin command yet. Its
+// core exists: internal/node composes one machine's CASPaxos acceptor and
+// proposer, failover manager, partition host and register watch, and
+// internal/noderun drives it for real (goroutines, TCP with mutual TLS,
+// bbolt and pebble); the simulator's failover scenarios drive the same
+// node, and internal/noderun's tests run three of them on loopback.
 package main
 
 import (

@@ -34,6 +34,8 @@ type tcluster struct {
 	replies map[partition.ClientRef]partition.Reply
 	places  []Placement
 	obs     []*recObserver
+	// drop, when set, loses the batches it returns true for.
+	drop func(b *nodewire.Batch) bool
 }
 
 type inflightMsg struct {
@@ -202,7 +204,7 @@ func (c *tcluster) run(until time.Duration) {
 		for len(c.q) > 0 && c.q[0].at <= c.now {
 			m := heap.Pop(&c.q).(inflightMsg)
 			to := int(m.b.To - 1)
-			if c.down[to] || c.down[m.b.From-1] {
+			if c.down[to] || c.down[m.b.From-1] || (c.drop != nil && c.drop(&m.b)) {
 				continue
 			}
 			_ = c.nodes[to].Step(c.now, &m.b)
@@ -235,3 +237,21 @@ func (c *tcluster) known(i int, p partition.ID) (failover.State, bool) {
 }
 
 func (c *tcluster) crash(i int) { c.down[i] = true }
+
+// restart boots node i again from its stores, as a new incarnation.
+func (c *tcluster) restart(i int) {
+	st, err := c.acc[i].Load()
+	require.NoError(c.t, err)
+	c.boots[i]++
+	c.stores[i] = c.stores[i].Reopen()
+	n, err := New(withObserver(nodeConfig(c.t, NodeID(i+1), c.regions, c.boots[i], st), c.obs[i]))
+	require.NoError(c.t, err)
+	for _, pl := range c.places {
+		rec, err := c.stores[i].Load(pl.ID)
+		require.NoError(c.t, err)
+		require.NoError(c.t, n.OpenPartition(c.now, pl, rec))
+	}
+	n.Start(c.now)
+	c.nodes[i] = n
+	c.down[i] = false
+}
