@@ -182,6 +182,7 @@ func (n *foNode) step(b *nodewire.Batch) {
 	if err := n.node.Step(n.local(), b); err != nil {
 		n.fw.e.viol.add(n.fw.now(), ViolationProtocol, "node %d: %v", n.idx, err)
 	}
+	n.node.Recycle(b) // the network's copy of the batch ends here
 	n.pump()
 }
 

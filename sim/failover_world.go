@@ -238,6 +238,7 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	fw.pcfg = pcfg
 	fw.diskRand = NewRand(cfg.Seed, StreamDisk)
 	fw.net = NewNetwork[nodewire.Batch](e.w, foNetRcv{fw}, 1<<22, summarizeBatch)
+	fw.net.Clone = cloneBatch
 	if err := fw.placePartitions(); err != nil {
 		return nil, err
 	}
@@ -410,6 +411,17 @@ type foNetRcv struct{ fw *foWorld }
 
 func (r foNetRcv) Deliver(now time.Duration, from, to int32, b nodewire.Batch) {
 	r.fw.nodes[to].step(&b)
+}
+
+// cloneBatch copies a batch's arrays (the messages' own contents are
+// immutable and shared): nodes recycle the arrays of what they stepped.
+func cloneBatch(b *nodewire.Batch) nodewire.Batch {
+	c := *b
+	c.CAS = slices.Clone(b.CAS)
+	c.Data = slices.Clone(b.Data)
+	c.Heartbeats = slices.Clone(b.Heartbeats)
+	c.Learns = slices.Clone(b.Learns)
+	return c
 }
 
 // fsyncDelay draws one fsync's duration.

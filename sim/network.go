@@ -44,6 +44,10 @@ type Network[M any] struct {
 	max       int
 	lastAt    []time.Duration // per directed link: FIFO floor
 	Stats     NetStats
+	// Clone, when set, deep-copies a duplicated message: a receiver that
+	// recycles a message's arrays once it is done with it must not see the
+	// other copy change.
+	Clone func(m *M) M
 }
 
 // NewNetwork returns a network delivering to rcv, keeping at most
@@ -84,6 +88,9 @@ func (n *Network[M]) Send(from, to int32, m M) {
 		w.Faults[FaultDuplicate]++
 	}
 	for c := 0; c < copies; c++ {
+		if c > 0 && n.Clone != nil {
+			m = n.Clone(&m) // the receiver may reuse a copy's arrays
+		}
 		n.schedule(from, to, &m, loop)
 	}
 }

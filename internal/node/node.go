@@ -62,6 +62,11 @@ type Node struct {
 	// scratch for the status path (the manager copies what it keeps).
 	progBuf   []partition.FollowerProgress
 	peerCount []int
+	// freeData and freeHost are arrays drivers handed back (Recycle,
+	// Advance), reused for the next per-peer batches and Readys: a drill
+	// allocated a quarter of its bytes in them.
+	freeData [][]partition.Message
+	freeHost [][]partition.Ready
 	statBuf   []failover.FollowerStatus
 	// inflight counts Readys handed out and not yet advanced.
 	inflight int

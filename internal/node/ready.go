@@ -171,6 +171,10 @@ func (n *Node) Advance(rd *Ready, r Reads) []partition.Reply {
 	for _, m := range rd.selfReplies {
 		n.prop.Step(n.now, m)
 	}
+	if c := cap(rd.Host); c > 0 && c <= maxSpare && len(n.freeHost) < maxSpare {
+		clear(rd.Host[:c])
+		n.freeHost = append(n.freeHost, rd.Host[:0])
+	}
 	rd.Host, rd.selfReplies = nil, nil
 	return out
 }
@@ -229,9 +233,39 @@ func (n *Node) pumpHost() bool {
 		}
 		n.routeData(rd.Messages)
 		rd.Messages = rd.Messages[:0]
+		if n.pending.Host == nil && len(n.freeHost) > 0 {
+			n.pending.Host = n.freeHost[len(n.freeHost)-1]
+			n.freeHost = n.freeHost[:len(n.freeHost)-1]
+		}
 		n.pending.Host = append(n.pending.Host, rd)
 	}
 	return busy
+}
+
+// Bounds of the arrays a node keeps for reuse.
+const (
+	maxSpare      = 64
+	maxSpareElems = 4096
+)
+
+// Recycle hands back a batch the driver is done with: one it stepped, or
+// one its transport encoded or copied. The node reuses its arrays for
+// later batches; the driver must not touch b's slices afterwards.
+func (n *Node) Recycle(b *nodewire.Batch) {
+	if c := cap(b.Data); c > 0 && c <= maxSpareElems && len(n.freeData) < maxSpare {
+		clear(b.Data[:c]) // drop what the messages reference
+		n.freeData = append(n.freeData, b.Data[:0])
+	}
+	*b = nodewire.Batch{}
+}
+
+func (n *Node) spareData() []partition.Message {
+	if k := len(n.freeData); k > 0 {
+		d := n.freeData[k-1]
+		n.freeData = n.freeData[:k-1]
+		return d
+	}
+	return nil
 }
 
 // routeData queues replication messages for the nodes hosting their
@@ -254,6 +288,9 @@ func (n *Node) routeData(ms []partition.Message) {
 	}
 	for i, c := range count {
 		if c > 0 {
+			if n.outSync[i].Data == nil {
+				n.outSync[i].Data = n.spareData()
+			}
 			n.outSync[i].Data = slices.Grow(n.outSync[i].Data, c)
 		}
 	}

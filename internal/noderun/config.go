@@ -33,7 +33,9 @@ const (
 )
 
 // Sender carries batches to peers (nodenet.Transport satisfies it). Send
-// must not block for long; it may drop (the protocols retransmit).
+// must not block for long; it may drop (the protocols retransmit). It must
+// not keep b's slices: it encodes or copies them before it returns (the
+// node reuses them).
 type Sender interface {
 	Send(to node.NodeID, b *nodewire.Batch) error
 }

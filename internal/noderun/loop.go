@@ -140,6 +140,7 @@ func (l *loop) handle(ev event) {
 			d.stats.StepErrors.Add(1)
 			d.log.Warn("batch refused", "from", ev.batch.From, "err", err)
 		}
+		n.Recycle(&ev.batch)
 	case evWrite:
 		ref := l.ref(ev.reply)
 		ev.write.Ref = ref
@@ -221,6 +222,7 @@ func (l *loop) send(bs []nodewire.Batch) {
 		if err := l.tr.Send(bs[i].To, &bs[i]); err != nil {
 			l.d.stats.SendErrors.Add(1)
 		}
+		l.d.n.Recycle(&bs[i]) // Send encoded or copied it
 	}
 }
 
