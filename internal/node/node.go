@@ -67,7 +67,7 @@ type Node struct {
 	// allocated a quarter of its bytes in them.
 	freeData [][]partition.Message
 	freeHost [][]partition.Ready
-	statBuf   []failover.FollowerStatus
+	statBuf  []failover.FollowerStatus
 	// inflight counts Readys handed out and not yet advanced.
 	inflight int
 	stats    Stats
