@@ -34,7 +34,7 @@ func TestReplicationSoak(t *testing.T) {
 			cfg.LossRate, cfg.CrashEvery, cfg.CutEvery, cfg.CrashAfterCommitRate = 0.05, time.Second, time.Second, 0.01
 		}
 		if s%3 == 0 {
-			cfg.FailoverEvery, cfg.Lease = time.Duration(1+s%4)*time.Second, 500*time.Millisecond
+			cfg.FailoverEvery = time.Duration(1+s%4) * time.Second
 		}
 		if s%7 == 0 {
 			// Tiny logs: returning replicas need snapshots.

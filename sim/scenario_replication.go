@@ -16,13 +16,17 @@ import (
 // write region under loss, duplication, delay, link cuts and crashes at any
 // point; porcupine for strong keys, read-your-writes and monotonic reads
 // for session clients, the staleness bound for bounded staleness, and no
-// acknowledged strong write lost. The fault level scales the mix; --canary
+// acknowledged strong write lost. The fault level scales the mix; heavy
+// faults, and half the swarm seeds, also move every partition's write
+// region through the failover core (replcheck's Config.FailoverEvery:
+// takeovers by failover.Decide after lease plus drift, graceful
+// switchovers, carried out by failover.Reconcile and node.Do); --canary
 // makes clients read weaker than promised, which must be caught.
 type replicationScenario struct{}
 
 func (replicationScenario) Name() string { return "replication" }
 func (replicationScenario) Description() string {
-	return "partition data plane: writes and reads at every consistency level under network and crash faults (fixed write region)"
+	return "partition data plane: writes and reads at every consistency level under network and crash faults (write region moved by the failover core under heavy and half the swarm seeds)"
 }
 
 func (replicationScenario) Run(cfg Config) (Result, error) {
@@ -34,6 +38,7 @@ func (replicationScenario) Run(cfg Config) (Result, error) {
 	case FaultsHeavy:
 		rc.LossRate, rc.DupRate, rc.CrashAfterCommitRate = 0.08, 0.03, 0.01
 		rc.CrashEvery, rc.CutEvery = time.Second, time.Second
+		rc.FailoverEvery = 2 * time.Second
 	case FaultsSwarm:
 		// Each seed draws its own mix and intensities.
 		r := rand.New(rand.NewPCG(cfg.Seed, 0x5157))
@@ -44,6 +49,10 @@ func (replicationScenario) Run(cfg Config) (Result, error) {
 		rc.MaxDelay = time.Duration(2+r.IntN(60)) * time.Millisecond
 		if r.IntN(3) == 0 {
 			rc.CrashEvery = 0
+		}
+		// Drawn last: the seeds' other draws stay as they were.
+		if r.IntN(2) == 0 {
+			rc.FailoverEvery = time.Duration(1000+r.IntN(3000)) * time.Millisecond
 		}
 	}
 	if cfg.Duration > 0 {
@@ -99,6 +108,8 @@ func (replicationScenario) Run(cfg Config) (Result, error) {
 			"writes": float64(rep.Writes), "writes_ok": float64(rep.WritesOK), "writes_unknown": float64(rep.WritesUnknown),
 			"reads": float64(rep.Reads), "reads_ok": float64(rep.ReadsOK), "strong_ops_checked": float64(rep.StrongOps),
 			"session_reads": float64(rep.SessionReads), "bounded_reads": float64(rep.BoundedReads),
+			"failovers": float64(rep.Failovers), "takeovers": float64(rep.Takeovers), "switchovers": float64(rep.Switchovers),
+			"moves_suppressed": float64(sum(rep.Suppressed)),
 		},
 	}
 	if res.WallSeconds > 0 {
@@ -114,6 +125,14 @@ func (replicationScenario) Run(cfg Config) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func containsFold(s, sub string) bool {

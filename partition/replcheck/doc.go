@@ -17,11 +17,21 @@
 //     one op on every replica, applied positions are contiguous and move
 //     back only through truncation, host invariants).
 //
-// With Config.FailoverEvery set, the write region also moves: the runner
-// plays a simplified failover manager (stop renewing the write region's
-// lease, wait until it has expired, fence every reachable replica at the
-// next epoch, promote the target after its last LSN), and clients follow
-// the route. Strong must then still be linearizable and lose no
+// With Config.FailoverEvery set, the write region also moves, through the
+// failover core's pure functions rather than a manager of the runner's
+// own: each partition has a failover.State (a single in-memory register
+// value only the runner writes, standing in for CASPaxos). A move is a
+// graceful switchover (failover.RequestSwitchover, then Decide's fence,
+// catch-up and completion or abort steps) or a takeover: the runner stops
+// renewing the write region's lease and, once Config.Failover's lease plus
+// drift bound has passed, asks failover.Decide with the write region
+// declared failed, which picks the candidate by its rules (and may decline
+// by hysteresis or for want of a candidate: counted in Report.Suppressed).
+// Between moves Decide also shrinks and grows the write quorum. Every
+// committed state is applied to every reachable replica by
+// failover.Reconcile and internal/node.Do, the daemon's and simulator's
+// mapping of failover actions onto the data plane; clients follow the
+// register's route. Strong must then still be linearizable and lose no
 // acknowledged write; the session and bounded-staleness checks only owe
 // clients the writes that the lineage kept (weaker levels may lose writes
 // in a failover, as in Cosmos DB).

@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/fmnode/fmnode/failover"
 	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/partition/partitiontest"
-	"github.com/fmnode/fmnode/quorum"
 )
 
 // Config shapes one run. Zero fields take the defaults of DefaultConfig.
@@ -45,13 +44,17 @@ type Config struct {
 	Downtime             time.Duration
 
 	Host partition.Config
-	// FailoverEvery, if set, moves the write region of every partition to
-	// another region at about this interval (the failover issue's manager,
-	// simplified: stop renewing the write region's lease, wait until it
-	// has expired, fence every reachable replica at the next epoch and
-	// promote the target after its last LSN). Lease is the lease length.
+	// FailoverEvery, if set, moves the write region of every partition at
+	// about this interval through the failover core (see register.go): a
+	// graceful switchover (failover.RequestSwitchover) or a takeover
+	// (failover.Decide once the write region's lease plus the drift bound
+	// has run out), committed to the partition's failover.State and
+	// carried out on every reachable replica by failover.Reconcile and
+	// node.Do. The write quorum then also shrinks and grows as Decide says.
 	FailoverEvery time.Duration
-	Lease         time.Duration
+	// Failover is the failover configuration of those moves (leases,
+	// hold-offs, graceful timeout); zero means SoakFailoverConfig().
+	Failover failover.Config
 	// CanaryReadLevel, if set, makes clients read at this level from any
 	// region while the checks still expect their partition's level: a run
 	// that must fail, proving the checks detect violations.
@@ -106,23 +109,32 @@ type Report struct {
 	Writes, WritesOK int
 	WritesUnknown    int // timed out or ErrUnknownOutcome
 	WritesRefused    int // redirect, backpressure, staleness bound: not applied
-	Failovers        int
-	Reads, ReadsOK   int
-	ReadsRefused     int
-	StrongOps        int // operations checked for linearizability
-	SessionReads     int
-	BoundedReads     int
-	Cluster          partitiontest.ClusterStats
+	// Failovers counts committed moves of a write region: Takeovers
+	// (Decide's failover) plus Switchovers (completed graceful moves).
+	Failovers, Takeovers, Switchovers int
+	// Transitions counts committed register values by decision kind;
+	// Suppressed counts the moves that Decide or RequestSwitchover
+	// declined, by reason (hysteresis, no candidate, refused, ...).
+	Transitions, Suppressed map[string]int
+	// ActionErrors counts failover actions the data plane refused (they
+	// are retried at the next evaluation).
+	ActionErrors   int
+	Reads, ReadsOK int
+	ReadsRefused   int
+	StrongOps      int // operations checked for linearizability
+	SessionReads   int
+	BoundedReads   int
+	Cluster        partitiontest.ClusterStats
 	// Refusals counts refused operations by level and error class.
 	Refusals map[string]int
 	FinalLSN map[partition.ID]partition.LSN
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("seed %d: writes %d ok %d unknown %d refused %d; reads %d ok %d refused %d; strong ops %d; session reads %d; bounded reads %d; crashes %d (after commit %d); msgs delivered %d lost %d cut %d",
+	return fmt.Sprintf("seed %d: writes %d ok %d unknown %d refused %d; reads %d ok %d refused %d; strong ops %d; session reads %d; bounded reads %d; failovers %d (takeovers %d, switchovers %d) suppressed %v transitions %v action errors %d; crashes %d (after commit %d); msgs delivered %d lost %d cut %d",
 		r.Seed, r.Writes, r.WritesOK, r.WritesUnknown, r.WritesRefused, r.Reads, r.ReadsOK, r.ReadsRefused,
-		r.StrongOps, r.SessionReads, r.BoundedReads, r.Cluster.Crashes, r.Cluster.CrashesAfterCommit,
-		r.Cluster.Delivered, r.Cluster.Lost, r.Cluster.Cut)
+		r.StrongOps, r.SessionReads, r.BoundedReads, r.Failovers, r.Takeovers, r.Switchovers, r.Suppressed, r.Transitions, r.ActionErrors,
+		r.Cluster.Crashes, r.Cluster.CrashesAfterCommit, r.Cluster.Delivered, r.Cluster.Lost, r.Cluster.Cut)
 }
 
 // ErrCheck wraps every failure Run reports.
@@ -165,6 +177,7 @@ type part struct {
 	session []sessionRead
 	bounded []boundedRead
 	starts  map[partition.Epoch]epochStart
+	reg     register
 }
 
 // sessionRead is checked after the run, against the final lineage: only
@@ -229,15 +242,7 @@ type runner struct {
 	down    map[partition.Region]time.Duration // restart time
 	cuts    []cut
 	faults  bool
-
-	// Failover state (fixed write region when cfg.FailoverEvery == 0).
-	epoch      partition.Epoch
-	wr         partition.Region
-	failing    bool
-	failoverAt time.Duration
-	target     partition.Region
-	renewAt    time.Duration
-	failovers  int
+	evalAt  time.Duration // next evaluation of the failover registers
 }
 
 type cut struct {
@@ -280,12 +285,18 @@ func (cfg *Config) fill() {
 	if cfg.Downtime == 0 {
 		cfg.Downtime = d.Downtime
 	}
+	if cfg.Failover.LeaseDuration == 0 {
+		cfg.Failover = SoakFailoverConfig()
+	}
 }
 
 // Run runs the scenario and checks it. The error wraps ErrCheck (or
 // partition.ErrInvariant) with the first problem found.
 func Run(cfg Config) (Report, error) {
 	cfg.fill()
+	if err := cfg.Failover.Validate(); err != nil {
+		return Report{}, fmt.Errorf("replcheck: Config.Failover: %w", err)
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed*0x9e3779b97f4a7c15+1))
 	c, err := partitiontest.NewCluster(partitiontest.ClusterConfig{
 		Regions: cfg.Regions, Host: cfg.Host,
@@ -298,7 +309,8 @@ func Run(cfg Config) (Report, error) {
 	}
 	c.Observe = cfg.Observe
 	r := &runner{cfg: cfg, rng: rng, c: c, byRef: map[partition.ClientRef]*client{}, down: map[partition.Region]time.Duration{},
-		rep: Report{Seed: cfg.Seed, FinalLSN: map[partition.ID]partition.LSN{}, Refusals: map[string]int{}}}
+		rep: Report{Seed: cfg.Seed, FinalLSN: map[partition.ID]partition.LSN{}, Refusals: map[string]int{},
+			Transitions: map[string]int{}, Suppressed: map[string]int{}}}
 	if err := r.setup(); err != nil {
 		return r.rep, err
 	}
@@ -335,21 +347,22 @@ func (r *runner) fail(format string, args ...any) {
 	}
 }
 
-func (r *runner) writeRegion() partition.Region { return r.wr }
-
 func (r *runner) setup() error {
-	r.epoch, r.wr = 1, r.cfg.Regions[0]
-	regions := slices.Clone(r.cfg.Regions)
-	sort.Slice(regions, func(i, j int) bool { return regions[i] < regions[j] })
-	wq := quorum.WriteQuorum{Replicas: regions, WriteRegion: r.writeRegion(), Members: regions, MinDurability: 1}
 	// Creation is the control plane's job and retried until durable; keep
 	// it out of the fault model.
 	r.c.SetCrashAfterCommitRate(0)
 	defer r.c.SetCrashAfterCommitRate(r.cfg.CrashAfterCommitRate)
 	for i, lvl := range r.cfg.Levels {
 		p := &part{id: partition.ID(i + 1), level: lvl, starts: map[partition.Epoch]epochStart{1: {}}}
+		// The first region is the write region of epoch 1, every region
+		// in the write quorum.
+		st, err := failover.NewState("p"+strconv.Itoa(int(p.id)), r.cfg.Regions[0], r.cfg.Regions, lvl.Consistency, 1)
+		if err != nil {
+			return fmt.Errorf("replcheck: partition %d: %w", p.id, err)
+		}
+		p.reg = register{st: st, wrOf: map[failover.Epoch]partition.Region{1: st.WriteRegion}}
 		r.parts = append(r.parts, p)
-		if err := r.c.Create(p.id, partition.Spec{Level: lvl, Quorum: wq, Epoch: 1}); err != nil {
+		if err := r.c.Create(p.id, partition.Spec{Level: lvl, Quorum: st.WriteQuorum, Epoch: 1}); err != nil {
 			return err
 		}
 		for j := 0; j < r.cfg.Clients; j++ {
@@ -370,7 +383,7 @@ func (r *runner) think() time.Duration {
 // loop runs clients and the nemesis until the virtual time reaches end.
 func (r *runner) loop(end time.Duration) {
 	nextCrash, nextCut := r.nextFault(r.cfg.CrashEvery), r.nextFault(r.cfg.CutEvery)
-	nextFailover := r.nextFault(r.cfg.FailoverEvery)
+	nextMove := r.nextFault(r.cfg.FailoverEvery)
 	const quantum = 2 * time.Millisecond
 	for r.c.Now() < end {
 		r.c.RunUntil(min(r.c.Now()+quantum, end))
@@ -387,7 +400,11 @@ func (r *runner) loop(end time.Duration) {
 			}
 		}
 		r.heal(false)
-		r.failover(now, &nextFailover)
+		if r.faults && r.cfg.FailoverEvery > 0 && now >= nextMove {
+			r.startMoves(now)
+			nextMove = r.nextFault(r.cfg.FailoverEvery)
+		}
+		r.evaluate(now)
 		for _, cl := range r.clients {
 			if cl.busy && now >= cl.deadline {
 				r.timeout(cl)
@@ -495,9 +512,9 @@ func (r *runner) issue(cl *client) {
 	if r.rng.IntN(2) == 0 {
 		cl.kind = opWrite
 		cl.value = fmt.Sprintf("c%d-%d", cl.id, cl.ref)
-		cl.region = r.writeRegion()
+		cl.region = p.writeRegion()
 		r.rep.Writes++
-		r.c.Write(cl.region, partition.WriteRequest{Partition: p.id, Epoch: r.epoch, Ref: cl.ref, Key: []byte(cl.key), Value: []byte(cl.value)})
+		r.c.Write(cl.region, partition.WriteRequest{Partition: p.id, Epoch: p.epoch(), Ref: cl.ref, Key: []byte(cl.key), Value: []byte(cl.value)})
 		return
 	}
 	cl.kind = opRead
@@ -505,14 +522,14 @@ func (r *runner) issue(cl *client) {
 	cl.readLevel = cl.level
 	cl.region = r.cfg.Regions[r.rng.IntN(len(r.cfg.Regions))]
 	if cl.level == partition.Strong {
-		cl.region = r.writeRegion()
+		cl.region = p.writeRegion()
 	}
 	if r.cfg.CanaryReadLevel != 0 {
 		cl.readLevel = r.cfg.CanaryReadLevel
 		cl.region = r.cfg.Regions[r.rng.IntN(len(r.cfg.Regions))]
 	}
 	r.c.Read(cl.region, partition.ReadRequest{Partition: p.id, Ref: cl.ref, Key: []byte(cl.key),
-		Consistency: cl.readLevel, Epoch: r.epoch, Token: cl.session})
+		Consistency: cl.readLevel, Epoch: p.epoch(), Token: cl.session})
 }
 
 func (r *runner) collect() {
@@ -563,7 +580,7 @@ func (r *runner) complete(cl *client, cr partitiontest.ClientReply) {
 			return
 		}
 		r.rep.WritesOK++
-		if rep.Token.Epoch == 0 || rep.Token.Epoch > r.epoch || rep.Token.LSN == 0 {
+		if rep.Token.Epoch == 0 || rep.Token.Epoch > cl.p.epoch() || rep.Token.LSN == 0 {
 			r.fail("partition %d: write acked with token %v", cl.p.id, rep.Token)
 		}
 		cl.p.acked = append(cl.p.acked, ackedWrite{token: rep.Token, at: now})
@@ -698,6 +715,7 @@ func (r *runner) finish() {
 	for r.c.Now() < deadline && !r.converged() {
 		r.heal(true)
 		r.c.RunFor(10 * time.Millisecond)
+		r.evaluate(r.c.Now())
 	}
 	if !r.converged() {
 		for _, p := range r.parts {
@@ -711,7 +729,7 @@ func (r *runner) finish() {
 	}
 	for _, p := range r.parts {
 		var l lineage
-		if h := r.c.Host(r.writeRegion()); h != nil {
+		if h := r.c.Host(p.writeRegion()); h != nil {
 			if pr, err := h.Progress(p.id); err == nil {
 				l = lineage{hist: pr.History, last: pr.LastLSN, base: pr.LogBase}
 			}
@@ -734,11 +752,11 @@ func (r *runner) finish() {
 }
 
 func (r *runner) converged() bool {
-	leader := r.c.Host(r.writeRegion())
-	if leader == nil {
-		return false
-	}
 	for _, p := range r.parts {
+		leader := r.c.Host(p.writeRegion())
+		if leader == nil {
+			return false
+		}
 		lp, err := leader.Progress(p.id)
 		if err != nil || lp.CommitLSN != lp.LastLSN {
 			return false
@@ -789,7 +807,8 @@ func (r *runner) finalReads(p *part) {
 		r.nextRef++
 		ref := r.nextRef
 		start := r.c.Now()
-		r.c.Read(r.writeRegion(), partition.ReadRequest{Partition: p.id, Ref: ref, Key: []byte(key), Consistency: partition.Strong, Epoch: r.epoch})
+		r.evaluate(r.c.Now()) // keep the write region's lease
+		r.c.Read(p.writeRegion(), partition.ReadRequest{Partition: p.id, Ref: ref, Key: []byte(key), Consistency: partition.Strong, Epoch: p.epoch()})
 		var got *partitiontest.ClientReply
 		for i := 0; i < 1000 && got == nil; i++ {
 			r.c.RunFor(time.Millisecond)
@@ -884,85 +903,4 @@ func errClass(err error) string {
 		}
 	}
 	return err.Error()
-}
-
-// failover drives the simplified failover manager: lease renewal for the
-// current write region, and moving the write region when it is time.
-func (r *runner) failover(now time.Duration, next *time.Duration) {
-	if r.cfg.FailoverEvery <= 0 {
-		return
-	}
-	lease := r.cfg.Lease
-	if !r.failing && now >= r.renewAt {
-		r.renewAt = now + lease/4
-		if r.c.Up(r.wr) {
-			_ = r.c.Control(r.wr, func(now time.Duration, h *partition.Host) error {
-				for _, p := range r.parts {
-					_ = h.SetLease(p.id, now+lease)
-				}
-				return nil
-			})
-		}
-	}
-	if r.faults && !r.failing && now >= *next {
-		// Stop renewing; promote once the old lease has surely expired.
-		r.failing = true
-		r.failoverAt = now + lease + lease/10
-		r.target = r.cfg.Regions[r.rng.IntN(len(r.cfg.Regions))]
-		*next = r.nextFault(r.cfg.FailoverEvery)
-	}
-	if !r.failing || now < r.failoverAt {
-		return
-	}
-	target := r.target
-	if !r.c.Up(target) {
-		for _, reg := range r.cfg.Regions {
-			if r.c.Up(reg) {
-				target = reg
-				break
-			}
-		}
-	}
-	if !r.c.Up(target) {
-		return // nothing up: try again later
-	}
-	e := r.epoch + 1
-	for _, reg := range r.cfg.Regions {
-		if reg == target || !r.c.Up(reg) {
-			continue
-		}
-		_ = r.c.Control(reg, func(now time.Duration, h *partition.Host) error {
-			for _, p := range r.parts {
-				_ = h.Fence(now, p.id, e, target, 0)
-			}
-			return nil
-		})
-	}
-	regions := slices.Clone(r.cfg.Regions)
-	sort.Slice(regions, func(i, j int) bool { return regions[i] < regions[j] })
-	wq := quorum.WriteQuorum{Replicas: regions, WriteRegion: target, Members: regions, MinDurability: 1}
-	err := r.c.Control(target, func(now time.Duration, h *partition.Host) error {
-		for _, p := range r.parts {
-			pr, err := h.Progress(p.id)
-			if err != nil {
-				return err
-			}
-			if err := h.Promote(now, p.id, e, pr.LastLSN, wq, 0); err != nil {
-				return fmt.Errorf("partition %d: %w", p.id, err)
-			}
-			p.starts[e] = epochStart{after: pr.LastLSN, hist: pr.History}
-			_ = h.SetLease(p.id, now+lease)
-		}
-		return nil
-	})
-	if err != nil {
-		// A replica that needs a snapshot cannot lead; the lineage stays.
-		r.fail("failover to %s at epoch %d: %v", target, e, err)
-		return
-	}
-	r.epoch, r.wr = e, target
-	r.failing = false
-	r.renewAt = now + lease/4
-	r.failovers++
-	r.rep.Failovers++
 }
