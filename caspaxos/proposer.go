@@ -135,6 +135,8 @@ type Proposer struct {
 	lru      *list.List // of *keyState with a cache, most recent at front
 	cached   int
 	out      map[NodeID]*outbox
+	// queued: an item went to an outbox since the last Ready.
+	queued   bool
 	outOrder []NodeID
 	results  []Result
 	stats    ProposerStats
@@ -752,7 +754,9 @@ func (p *Proposer) dropCaches() {
 	}
 }
 
+// outboxFor returns acceptor id's outbox, for an item about to be queued.
 func (p *Proposer) outboxFor(id NodeID) *outbox {
+	p.queued = true
 	ob := p.out[id]
 	if ob == nil {
 		ob = &outbox{}
@@ -765,15 +769,9 @@ func (p *Proposer) outboxFor(id NodeID) *outbox {
 
 // HasReady reports whether Ready would return anything.
 func (p *Proposer) HasReady() bool {
-	if len(p.results) > 0 {
-		return true
-	}
-	for _, ob := range p.out {
-		if len(ob.prepare)+len(ob.accept)+len(ob.erase) > 0 || ob.raise {
-			return true
-		}
-	}
-	return false
+	// queued, not a scan of the outboxes: drivers ask after every event,
+	// and ranging over the map cost a tenth of a drill's register work.
+	return len(p.results) > 0 || p.queued
 }
 
 // Ready returns the messages to send (at most MaxBatchItems items each,
@@ -790,6 +788,7 @@ func (p *Proposer) Ready() ([]Message, []Result) {
 		}
 		ob.prepare, ob.accept, ob.erase, ob.raise = ob.prepare[:0], ob.accept[:0], ob.erase[:0], false
 	}
+	p.queued = false
 	res := p.results
 	p.results = nil
 	return msgs, res

@@ -29,10 +29,20 @@ type Node struct {
 	// on no write (heartbeats, proposer requests, learns of committed
 	// values), synced what may leave only once the Ready's writes are
 	// durable (acceptor replies, replication).
-	peers   []NodeID
-	peerIdx map[NodeID]int
-	outNow  []nodewire.Batch
-	outSync []nodewire.Batch
+	peers []NodeID
+	// peerPos is each node id's index in peers (-1: not in the cluster).
+	peerPos []int32
+	// regions are the cluster's regions, sorted; nodeOfReg is, for every
+	// hosted partition id, the node of each region's replica (flat, by
+	// id*len(regions)+region; 0: none), and state is 0 for an id not
+	// hosted, stateClean or stateDirty: the per-message lookups read these
+	// flat arrays, not the partition's entry (a cache miss each).
+	regions    []quorum.Region
+	nodeRegion map[NodeID]quorum.Region
+	nodeOfReg  []NodeID
+	state      []uint8
+	outNow     []nodewire.Batch
+	outSync    []nodewire.Batch
 	// watchAll are peers that learn every committed value.
 	watchAll []NodeID
 
@@ -84,7 +94,30 @@ type part struct {
 	// that makes the node read the register back.
 	version uint64
 	epoch   failover.Epoch
-	dirty   bool
+}
+
+// Partition states (Node.state).
+const (
+	stateClean uint8 = iota + 1
+	stateDirty
+)
+
+// peer returns node id's index in peers.
+func (n *Node) peer(id NodeID) (int, bool) {
+	if uint64(id) >= uint64(len(n.peerPos)) || n.peerPos[id] < 0 {
+		return 0, false
+	}
+	return int(n.peerPos[id]), true
+}
+
+// regionIndex is r's index in regions (-1: unknown).
+func (n *Node) regionIndex(r quorum.Region) int {
+	for i, x := range n.regions {
+		if x == r {
+			return i
+		}
+	}
+	return -1
 }
 
 // regOp is a register operation in flight at the proposer.
@@ -125,10 +158,21 @@ func New(cfg Config) (*Node, error) {
 		n.peers = append(n.peers, nd.ID)
 	}
 	slices.Sort(n.peers)
-	n.peerIdx = make(map[NodeID]int, len(n.peers))
-	for i, id := range n.peers {
-		n.peerIdx[id] = i
+	n.peerPos = make([]int32, n.peers[len(n.peers)-1]+1)
+	for i := range n.peerPos {
+		n.peerPos[i] = -1
 	}
+	for i, id := range n.peers {
+		n.peerPos[id] = int32(i)
+	}
+	n.nodeRegion = make(map[NodeID]quorum.Region, len(cfg.Nodes))
+	for _, nd := range cfg.Nodes {
+		n.nodeRegion[nd.ID] = nd.Region
+		if !slices.Contains(n.regions, nd.Region) {
+			n.regions = append(n.regions, nd.Region)
+		}
+	}
+	slices.Sort(n.regions)
 	n.outNow = make([]nodewire.Batch, len(n.peers))
 	n.outSync = make([]nodewire.Batch, len(n.peers))
 	for _, id := range cfg.WatchAll {

@@ -75,8 +75,11 @@ func (n *Node) addPart(pl Placement) (*part, error) {
 	}
 	mine := false
 	for _, rn := range pl.Replicas {
-		if _, ok := n.peerIdx[rn.Node]; !ok {
+		if _, ok := n.peer(rn.Node); !ok {
 			return nil, fmt.Errorf("node %d: partition %d places region %s on unknown node %d: %w", n.cfg.ID, pl.ID, rn.Region, rn.Node, ErrInvalidConfig)
+		}
+		if r := n.nodeRegion[rn.Node]; r != rn.Region {
+			return nil, fmt.Errorf("node %d: partition %d places region %s on node %d of region %s: %w", n.cfg.ID, pl.ID, rn.Region, rn.Node, r, ErrInvalidConfig)
 		}
 		if rn.Node == n.cfg.ID {
 			if rn.Region != n.cfg.Region {
@@ -95,17 +98,29 @@ func (n *Node) addPart(pl Placement) (*part, error) {
 		return nil, fmt.Errorf("node %d: %w", n.cfg.ID, err)
 	}
 	p.handle, _ = n.mgr.Handle(p.name)
-	if int(pl.ID) >= len(n.parts) {
-		n.parts = slices.Grow(n.parts, int(pl.ID)+1-len(n.parts))[:int(pl.ID)+1]
+	if k := int(pl.ID) + 1; k > len(n.parts) {
+		n.parts = slices.Grow(n.parts, k-len(n.parts))[:k]
+		n.state = slices.Grow(n.state, k-len(n.state))[:k]
+		r := len(n.regions)
+		n.nodeOfReg = slices.Grow(n.nodeOfReg, k*r-len(n.nodeOfReg))[:k*r]
 	}
 	n.parts[pl.ID] = p
+	n.state[pl.ID] = stateClean
+	for _, rn := range pl.Replicas {
+		if ri := n.regionIndex(rn.Region); ri >= 0 {
+			n.nodeOfReg[int(pl.ID)*len(n.regions)+ri] = rn.Node
+		}
+	}
 	return p, nil
 }
 
 // dropPart undoes addPart for a partition the host refused (the manager
 // keeps its entry; the partition then has no replica status and no action
 // reaches it).
-func (n *Node) dropPart(p *part) { n.parts[p.id] = nil }
+func (n *Node) dropPart(p *part) {
+	n.parts[p.id], n.state[p.id] = nil, 0
+	clear(n.nodeOfReg[int(p.id)*len(n.regions) : int(p.id+1)*len(n.regions)])
+}
 
 // part returns hosted partition id, or nil.
 func (n *Node) part(id partition.ID) *part {
@@ -143,19 +158,12 @@ func parseRegisterKey(key string) (partition.ID, bool) {
 	return partition.ID(v), true
 }
 
-// nodeOf returns the node hosting p's replica in region r.
-func (p *part) nodeOf(r partition.Region) (NodeID, bool) {
-	for _, rn := range p.replicas {
-		if rn.Region == r {
-			return rn.Node, true
-		}
-	}
-	return 0, false
-}
+func (n *Node) markDirty(p *part) { n.markDirtyID(p.id) }
 
-func (n *Node) markDirty(p *part) {
-	if !p.dirty {
-		p.dirty = true
-		n.dirty = append(n.dirty, p.id)
+// markDirtyID marks hosted partition id's replica status for the manager.
+func (n *Node) markDirtyID(id partition.ID) {
+	if int(id) < len(n.state) && n.state[id] == stateClean {
+		n.state[id] = stateDirty
+		n.dirty = append(n.dirty, id)
 	}
 }

@@ -155,14 +155,10 @@ func (n *Node) Advance(rd *Ready, r Reads) []partition.Reply {
 		}
 		out = append(out, n.host.Finish(n.now, h, replies, fetched)...)
 		for j := range fetched {
-			if p := n.part(fetched[j].Fetch.Partition); p != nil {
-				n.markDirty(p)
-			}
+			n.markDirtyID(fetched[j].Fetch.Partition)
 		}
-		for _, w := range h.Writes {
-			if p := n.part(w.Partition); p != nil {
-				n.markDirty(p)
-			}
+		for i := range h.Writes {
+			n.markDirtyID(h.Writes[i].Partition)
 		}
 		// The messages were copied into per-peer batches by Ready and the
 		// store holds the writes: the host may reuse the Ready's arrays.
@@ -303,15 +299,16 @@ func (n *Node) routeData(ms []partition.Message) {
 
 // dataPeer is the index of the peer hosting message m's destination.
 func (n *Node) dataPeer(m *partition.Message) (int, bool) {
-	p := n.part(m.Partition)
-	if p == nil {
+	ri := n.regionIndex(m.To)
+	k := int(m.Partition)*len(n.regions) + ri
+	if ri < 0 || k >= len(n.nodeOfReg) {
 		return 0, false
 	}
-	to, ok := p.nodeOf(m.To)
-	if !ok || to == n.cfg.ID {
+	to := n.nodeOfReg[k]
+	if to == 0 || to == n.cfg.ID {
 		return 0, false
 	}
-	return n.peerIdx[to], true
+	return n.peer(to)
 }
 
 // syncLease hands the liveness view's lease to every replica when it
@@ -329,7 +326,7 @@ func (n *Node) syncLease() {
 // queue returns the outgoing batch for peer to: the one that leaves at
 // once, or after the Ready's writes are durable (synced).
 func (n *Node) queue(to NodeID, synced bool) *nodewire.Batch {
-	i, ok := n.peerIdx[to]
+	i, ok := n.peer(to)
 	if !ok || to == n.cfg.ID {
 		return nil
 	}

@@ -17,7 +17,7 @@ func (n *Node) flushStatus() {
 		if p == nil {
 			continue
 		}
-		p.dirty = false
+		n.state[id] = stateClean
 		pr, err := n.host.ProgressWithoutHistory(id, n.progBuf) // the status needs no history
 		if err != nil {
 			continue

@@ -17,7 +17,7 @@ import (
 // stays consistent).
 func (n *Node) Step(now time.Duration, b *nodewire.Batch) error {
 	n.now = now
-	if _, ok := n.peerIdx[b.From]; !ok || b.From == n.cfg.ID {
+	if _, ok := n.peer(b.From); !ok || b.From == n.cfg.ID {
 		return fmt.Errorf("node %d: batch from unknown node %d: %w", n.cfg.ID, b.From, ErrUnknownPeer)
 	}
 	var first error
@@ -64,13 +64,12 @@ func (n *Node) stepCAS(now time.Duration, m caspaxos.Message) error {
 }
 
 func (n *Node) stepData(now time.Duration, m *partition.Message) {
-	p := n.part(m.Partition)
-	if p == nil {
+	if int(m.Partition) >= len(n.state) || n.state[m.Partition] == 0 {
 		n.stats.DroppedData++
 		return
 	}
 	_ = n.host.Step(now, m) // a refused message is the core's answer (it replies or ignores), not a fault of the node
-	n.markDirty(p)
+	n.markDirtyID(m.Partition)
 }
 
 // stepLearn takes a committed register value a peer shares.
@@ -145,18 +144,14 @@ func (n *Node) armTimers() {
 func (n *Node) Write(now time.Duration, req *partition.WriteRequest) {
 	n.now = now
 	n.host.Write(now, req)
-	if p := n.part(req.Partition); p != nil {
-		n.markDirty(p)
-	}
+	n.markDirtyID(req.Partition)
 }
 
 // Read hands the node a client read.
 func (n *Node) Read(now time.Duration, req *partition.ReadRequest) {
 	n.now = now
 	n.host.Read(now, req)
-	if p := n.part(req.Partition); p != nil {
-		n.markDirty(p)
-	}
+	n.markDirtyID(req.Partition)
 }
 
 // ClientError is a client's report that its attempt at region r, epoch e,
