@@ -37,6 +37,11 @@ type Node struct {
 	// id*len(regions)+region; 0: none), and state is 0 for an id not
 	// hosted, stateClean or stateDirty: the per-message lookups read these
 	// flat arrays, not the partition's entry (a cache miss each).
+	// known is, by partition id, the epoch of the newest register value
+	// this node knows (MaxUint64: none yet), and handles the manager's
+	// handle: the status path reads them per report.
+	known      []failover.Epoch
+	handles    []failover.PartitionHandle
 	regions    []quorum.Region
 	nodeRegion map[NodeID]quorum.Region
 	nodeOfReg  []NodeID
@@ -89,11 +94,9 @@ type part struct {
 	name     string
 	replicas []failover.RegionNode
 	handle   failover.PartitionHandle
-	// version and epoch are the newest committed register value this node
-	// knows (version 0: none yet); a replica reporting a newer epoch than
-	// that makes the node read the register back.
+	// version is the newest committed register value's this node knows (0:
+	// none yet; its epoch is in Node.known).
 	version uint64
-	epoch   failover.Epoch
 }
 
 // Partition states (Node.state).

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -101,11 +102,14 @@ func (n *Node) addPart(pl Placement) (*part, error) {
 	if k := int(pl.ID) + 1; k > len(n.parts) {
 		n.parts = slices.Grow(n.parts, k-len(n.parts))[:k]
 		n.state = slices.Grow(n.state, k-len(n.state))[:k]
+		n.known = slices.Grow(n.known, k-len(n.known))[:k]
+		n.handles = slices.Grow(n.handles, k-len(n.handles))[:k]
 		r := len(n.regions)
 		n.nodeOfReg = slices.Grow(n.nodeOfReg, k*r-len(n.nodeOfReg))[:k*r]
 	}
 	n.parts[pl.ID] = p
 	n.state[pl.ID] = stateClean
+	n.known[pl.ID], n.handles[pl.ID] = math.MaxUint64, p.handle
 	for _, rn := range pl.Replicas {
 		if ri := n.regionIndex(rn.Region); ri >= 0 {
 			n.nodeOfReg[int(pl.ID)*len(n.regions)+ri] = rn.Node

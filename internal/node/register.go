@@ -197,7 +197,8 @@ func (n *Node) observe(now time.Duration, p *part, version uint64, s failover.St
 	if version <= p.version {
 		return false
 	}
-	p.version, p.epoch = version, s.Epoch
+	p.version = version
+	n.known[p.id] = s.Epoch
 	n.pending.Routes = append(n.pending.Routes, RouteOf(p.id, s, now))
 	return true
 }

@@ -13,9 +13,8 @@ func (n *Node) flushStatus() {
 	n.dirty, n.dirtySpare = n.dirtySpare[:0], nil
 	defer func() { n.dirtySpare = dirty[:0] }()
 	for _, id := range dirty {
-		p := n.part(id)
-		if p == nil {
-			continue
+		if n.state[id] != stateDirty {
+			continue // dropped meanwhile
 		}
 		n.state[id] = stateClean
 		pr, err := n.host.ProgressWithoutHistory(id, n.progBuf) // the status needs no history
@@ -29,15 +28,15 @@ func (n *Node) flushStatus() {
 		if st.Followers != nil {
 			n.statBuf = st.Followers[:0]
 		}
-		if p.version > 0 && st.Epoch > p.epoch {
+		if st.Epoch > n.known[id] {
 			// The data plane heard of a newer epoch than any register value
 			// this node knows: a commit whose learn never reached it (the
 			// committing node crashed first, or the message was lost).
 			// Read the register back.
 			n.stats.ReadsBack++
-			n.mgr.RequestRead(p.name)
+			n.mgr.RequestRead(n.parts[id].name)
 		}
-		n.mgr.UpdateReplicaAt(n.now, p.handle, st)
+		n.mgr.UpdateReplicaAt(n.now, n.handles[id], st)
 		n.fed = true
 	}
 }
