@@ -30,7 +30,7 @@ func TestFoGroupCommit(t *testing.T) {
 		if p.initial != n.region {
 			continue
 		}
-		n.host.Write(n.local(), &partition.WriteRequest{Partition: p.id, Epoch: 1,
+		n.node.Write(n.local(), &partition.WriteRequest{Partition: p.id, Epoch: 1,
 			Ref: partition.ClientRef(i + 1), Key: []byte("k"), Value: []byte("v")})
 		n.pump()
 		writes++
