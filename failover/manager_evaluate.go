@@ -137,6 +137,9 @@ func (m *Manager) Violation() error { return m.violation }
 // proposer, a backup proposal after its stagger.
 func (m *Manager) evaluateOne(now time.Duration, p *partition) {
 	m.checkGray(now, p)
+	if p.grayWhy() != "" {
+		m.syncGray(now, p) // a candidate may have come or gone
+	}
 	if p.inflight || p.reading {
 		return
 	}

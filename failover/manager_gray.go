@@ -130,6 +130,17 @@ func (m *Manager) checkGray(now time.Duration, p *partition) {
 	m.markDirty(p)
 }
 
+// grayTakeoverPossible reports whether a region other than p's write
+// region is eligible to take it over on the current evidence.
+func (m *Manager) grayTakeoverPossible(now time.Duration, p *partition) bool {
+	for _, c := range Rank(p.state, m.evidence(now, p), p.state.WriteRegion) {
+		if c.Eligible {
+			return true
+		}
+	}
+	return false
+}
+
 // clearGray drops the client errors counted against p's write region and
 // the manager's own verdict (SetGray's stands), and brings the node-level
 // claim in step.
@@ -146,7 +157,12 @@ func (m *Manager) clearGray(p *partition) {
 
 // syncGray keeps the node-level gray claim in step with the partition's
 // gray verdict: a node judged gray for any hosted partition is claimed gray
-// in the liveness views, so that its lease lapses before a takeover.
+// in the liveness views, so that its lease lapses before a takeover. A
+// verdict counts only while some other region could take the partition
+// over: withholding a lease is the prelude to a takeover, and without a
+// candidate it only made the write region unable to acknowledge anything,
+// so its commit LSN stayed still and the verdict never cleared (every
+// write stalled for good; found by the background-fault sweep).
 func (m *Manager) syncGray(now time.Duration, p *partition) {
 	g := p.gs
 	if g == nil {
@@ -155,7 +171,7 @@ func (m *Manager) syncGray(now time.Duration, p *partition) {
 	node, ok := NodeID(0), false
 	if g.why != "" && p.have {
 		node, ok = m.nodeOf(p, p.state.WriteRegion)
-		ok = ok && node != m.self.ID
+		ok = ok && node != m.self.ID && m.grayTakeoverPossible(now, p)
 	}
 	if g.counted && (!ok || node != g.node) {
 		g.counted = false

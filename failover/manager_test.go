@@ -590,3 +590,47 @@ func TestManagerConflictAfterNewerValueObserved(t *testing.T) {
 	assert.False(t, pr.Stale)
 	assert.Equal(t, Region("west"), h.reg[pc.p.Partition].state.WriteRegion, "failed over after the lost CAS")
 }
+
+// A gray verdict against a write region no other region may take over
+// (here the write quorum is the write region alone, minimum durability 1)
+// must not withhold its lease: the claim is the prelude to a takeover, and
+// without one it left the write region unable to acknowledge anything, its
+// commit LSN still, and the verdict standing for good (every write of its
+// partitions stalled after a partition healed; the background-fault sweep
+// of node-failure found it).
+func TestManagerGrayWithoutCandidateWithholdsNoLease(t *testing.T) {
+	for _, alone := range []bool{true, false} {
+		t.Run(fmt.Sprintf("write quorum alone %v", alone), func(t *testing.T) {
+			cfg := FastConfig()
+			h := newMgrHarness(t, cfg, 1)
+			for i := 0; i < 30; i++ {
+				h.step(100 * time.Millisecond)
+			}
+			if alone {
+				e := h.reg["p-000"]
+				s := e.state.Clone()
+				s.WriteQuorum.Members = []Region{"east"}
+				h.reg["p-000"] = regEntry{version: e.version + 1, state: s}
+				for _, m := range h.mgrs {
+					m.ObserveState(h.now, "p-000", e.version+1, s)
+				}
+			}
+			west := h.mgrs[2]
+			start, withheld := h.now, false
+			for h.now < start+3*cfg.GrayStall {
+				west.ReportClientError(h.now, "p-000", "east", 1)
+				h.step(500 * time.Millisecond)
+				withheld = withheld || west.Liveness().Withholding(1)
+			}
+			e := h.reg["p-000"]
+			if alone {
+				assert.False(t, withheld, "a gray claim with no candidate withheld east's lease")
+				assert.True(t, h.mgrs[1].Liveness().LeaseValid(h.now), "east lost its lease")
+				assert.Equal(t, Region("east"), e.state.WriteRegion)
+				return
+			}
+			assert.True(t, withheld, "with a candidate the claim withholds east's lease")
+			assert.Equal(t, Region("west"), e.state.WriteRegion, "and the partition fails over")
+		})
+	}
+}

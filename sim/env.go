@@ -31,6 +31,10 @@ type envSpec struct {
 	maxHistory int
 	// crashable limits crashes and pauses to these nodes (nil: all).
 	crashable []int32
+	// faults, when set, adapts the seed's fault profile to the scenario
+	// (a failover scenario keeps crashes for its script and bounds drift
+	// by its leases).
+	faults func(FaultProfile) FaultProfile
 }
 
 // regionsRoundRobin places n nodes over r regions: node i in region i%r.
@@ -46,6 +50,9 @@ func newEnv(cfg Config, spec envSpec) (*env, error) {
 	p := ProfileFor(cfg.Faults, cfg.Seed)
 	if cfg.Canary || cfg.CanaryControl {
 		p = CanaryProfile()
+	}
+	if spec.faults != nil {
+		p = spec.faults(p)
 	}
 	w, err := NewWorld(WorldConfig{Seed: cfg.Seed, Topology: spec.topo, NodeRegion: spec.nodeRegion, DriftBound: p.DriftBound})
 	if err != nil {

@@ -90,12 +90,14 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 	e.mark("safety")
 	e.stage("fault")
 	s.inject(r)
+	fw.startFaults()
 	// The affected partitions' clients write without think time from the
 	// fault on, as in region-outage, so that write recovery and reroute
 	// are measured the same way in every scripted scenario.
 	fw.startProbes()
 	s.run(r, e.w.Now()+outage)
 	s.heal(r)
+	fw.stopFaults()
 	r.back = e.w.Now()
 	e.stage("recovery")
 	if r.resync == nil {

@@ -212,10 +212,10 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	if spec.witness {
 		nodeRegion = append(nodeRegion, spec.regions) // the last node
 	}
-	// No nemesis: a failover scenario scripts its faults (clock drift
-	// stays within the profile's bound, which the leases allow for).
-	cfg.Faults = FaultsNone
-	e, err := newEnv(cfg, envSpec{topo: topo, nodeRegion: nodeRegion, maxHistory: spec.maxHistory, crashable: []int32{}})
+	// The scenario scripts its own fault; --faults adds background ones
+	// (foBackground) while the script's fault lasts.
+	bg := func(p FaultProfile) FaultProfile { return foBackground(p, spec.profile, cfg.Outage) }
+	e, err := newEnv(cfg, envSpec{topo: topo, nodeRegion: nodeRegion, maxHistory: spec.maxHistory, crashable: []int32{}, faults: bg})
 	if err != nil {
 		return nil, err
 	}
@@ -422,6 +422,44 @@ func cloneBatch(b *nodewire.Batch) nodewire.Batch {
 	c.Heartbeats = slices.Clone(b.Heartbeats)
 	c.Learns = slices.Clone(b.Learns)
 	return c
+}
+
+// foBackground adapts a fault profile to a failover scenario's background
+// faults: message loss, duplication, reordering, delay spikes and every
+// kind of network partition, with clock drift bounded so that no two
+// clocks drift apart by more than the profile's MaxClockDrift over the
+// whole fault (the leases allow for that much, no more). Crashes and
+// pauses are the script's: its checks count on which nodes are down.
+func foBackground(p FaultProfile, prof failover.Config, outage time.Duration) FaultProfile {
+	p.Weights[FaultCrash], p.Weights[FaultPause] = 0, 0
+	if outage <= 0 {
+		outage = time.Minute
+	}
+	// Two clocks drifting apart at +rate and -rate for the whole outage.
+	p.DriftBound = min(p.DriftBound, prof.MaxClockDrift.Seconds()/(2*outage.Seconds()))
+	return p
+}
+
+// alone reports whether the script's fault is the only one: checks that
+// say nothing else moved (node-failure, az-outage) or that pin how a
+// failover was decided (gray-failure) hold only then. The safety checks
+// (one writer per epoch, epochs, RPO 0, porcupine, convergence) hold
+// under background faults too.
+func (fw *foWorld) alone() bool { return fw.e.cfg.Faults == FaultsNone }
+
+// startFaults turns the background faults on (none under --faults none).
+func (fw *foWorld) startFaults() {
+	if fw.e.cfg.Faults != FaultsNone {
+		fw.e.nem.Start()
+	}
+}
+
+// stopFaults heals every background fault; call it after the script's own
+// heal (Nemesis.Stop heals every link and restarts every node).
+func (fw *foWorld) stopFaults() {
+	if fw.e.cfg.Faults != FaultsNone {
+		fw.e.nem.Stop()
+	}
 }
 
 // fsyncDelay draws one fsync's duration.

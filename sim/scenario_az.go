@@ -79,7 +79,7 @@ func (azScenario) check(r *foRun) {
 	f := r.fig.AZ
 	r.requireFailedOver()
 	for i := range fw.parts {
-		if fw.m.affected[i] {
+		if fw.m.affected[i] || !fw.alone() { // background faults move others too
 			continue
 		}
 		if st := fw.reg[i].state; st.Epoch != 1 || st.WriteRegion != fw.parts[i].initial {

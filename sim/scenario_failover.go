@@ -266,6 +266,7 @@ func (d *foDrill) faultStart(f foFault) {
 	} else {
 		w.Links.Apply(d.cut, +1)
 	}
+	fw.startFaults()
 	fw.startProbes()
 }
 
@@ -384,6 +385,7 @@ func (d *foDrill) stepWatching(until time.Duration, seen []int) {
 func (d *foDrill) faultEnd() {
 	fw := d.fw
 	fw.m.resyncOn, fw.m.resyncNodes = true, d.down
+	defer fw.stopFaults()
 	if !d.crash {
 		fw.e.w.Links.Apply(d.cut, -1)
 		return
@@ -469,8 +471,10 @@ func (d *foDrill) check(f foFault) {
 			}
 		}
 	}
-	switch f {
-	case foNodeFailure:
+	switch {
+	case !fw.alone():
+		// Background faults move other partitions too.
+	case f == foNodeFailure:
 		// Only the failed node's partitions may move: every other one
 		// keeps its first epoch and write region, and was never promoted.
 		for i := range fw.parts {
@@ -482,7 +486,8 @@ func (d *foDrill) check(f foFault) {
 					fw.parts[i].name, st.Epoch, st.WriteRegion)
 			}
 		}
-	case foFlapping:
+	}
+	if f == foFlapping {
 		d.recordFailovers()
 		bound := maxFailovers(d.profile, now-d.faultFrom)
 		for i := range fw.parts {
@@ -526,8 +531,12 @@ func (fw *foWorld) finish(cfg Config, profName, name string) Result {
 			}
 		}
 	}
+	faults := "scripted"
+	if cfg.Faults != FaultsNone {
+		faults = "scripted+" + cfg.Faults.String()
+	}
 	res := Result{
-		Seed: cfg.Seed, Scenario: name, Faults: "scripted", Profile: profName,
+		Seed: cfg.Seed, Scenario: name, Faults: faults, Profile: profName,
 		SimSeconds: e.w.Now().Seconds(), Events: e.w.Events(), FaultsInjected: e.w.Faults.Map(),
 		Ops: e.ops, Metrics: e.metrics, FailoverReport: rep,
 	}
