@@ -75,7 +75,7 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("identity file %s is damaged: %s; the agent refuses to start and left the file unmodified (restore it from a backup, or retire the node and give it a fresh directory)",
+	return fmt.Sprintf("identity file %s is damaged: %s; the agent refuses to start and left the file unmodified (do not delete it: its boot counter keeps this node's proposer ids fresh; if it cannot be recovered, replace the node under a new node id with a fresh data directory)",
 		e.Path, e.Reason)
 }
 
