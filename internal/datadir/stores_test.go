@@ -15,7 +15,9 @@ import (
 	"github.com/fmnode/fmnode/partition/pebblestore"
 )
 
-var testMeta = partition.Meta{Epoch: 3, Role: partition.RoleFollower, Level: partition.Level{Consistency: partition.Eventual}}
+func testMeta() partition.Meta {
+	return partition.Meta{Epoch: 3, Role: partition.RoleFollower, Level: partition.Level{Consistency: partition.Eventual}}
+}
 
 // writeStores opens the stores of a fresh directory and writes a record
 // to each; it leaves everything closed.
@@ -27,7 +29,7 @@ func writeStores(t *testing.T, dir string) {
 	require.NoError(t, err)
 	rec := caspaxos.Record{Key: "register/1", Promised: caspaxos.Ballot{Counter: 5, Proposer: 7}}
 	require.NoError(t, as.Apply(caspaxos.Batch{Put: []caspaxos.Record{rec}}))
-	meta := testMeta
+	meta := testMeta()
 	require.NoError(t, ps.Commit([]partition.Write{{Partition: 1, Meta: &meta, ApplyState: &partition.ApplyState{}}}))
 	require.NoError(t, as.Close())
 	require.NoError(t, ps.Close())
@@ -54,7 +56,7 @@ func TestOpenStoresPersist(t *testing.T) {
 	assert.Equal(t, []partition.ID{1}, ids)
 	rec, err := ps.Load(1)
 	require.NoError(t, err)
-	assert.Equal(t, testMeta, rec.Meta)
+	assert.Equal(t, testMeta(), rec.Meta)
 	for _, p := range []string{d.AcceptorPath(), d.PartitionsPath()} {
 		_, err := os.Stat(p)
 		require.NoError(t, err)
