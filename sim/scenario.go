@@ -23,6 +23,18 @@ func Scenarios() []Scenario {
 	}, failoverScenarios()...)
 }
 
+// Scripted reports whether scenario name scripts its own fault (the
+// failover scenarios): --faults then adds background faults to the script,
+// and a command line that names no level runs the script alone.
+func Scripted(name string) bool {
+	for _, s := range failoverScenarios() {
+		if s.Name() == name {
+			return true
+		}
+	}
+	return false
+}
+
 // Lookup finds a scenario by name.
 func Lookup(name string) (Scenario, bool) {
 	for _, s := range Scenarios() {

@@ -77,7 +77,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	scenario := fs.String("scenario", "register", "scenario to run (see the list below)")
 	seed := fs.Uint64("seed", 1, "seed of a single run")
 	seeds := fs.String("seeds", "", "inclusive seed range A..B to sweep (overrides --seed)")
-	faults := fs.String("faults", "light", "fault level: none, light, heavy or swarm (swarm draws a mix per seed)")
+	faults := fs.String("faults", "light", "fault level: none, light, heavy or swarm (swarm draws a mix per seed); failover scenarios: background faults during their scripted fault (default there: none)")
 	asJSON := fs.Bool("json", false, "print one JSON object per run and a summary object")
 	canary := fs.Bool("canary", false, "swap in a deliberately broken acceptor: every run must report a violation")
 	canaryControl := fs.Bool("canary-control", false, "the canary's workload and faults with the real acceptor (must pass)")
@@ -104,6 +104,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { simUsage(fs) }
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	if sim.Scripted(*scenario) && !flagSet(fs, "faults") {
+		// A scripted scenario runs its own fault alone unless background
+		// faults are asked for.
+		*faults = "none"
 	}
 	level, err := sim.ParseFaultLevel(*faults)
 	if err != nil {
@@ -379,4 +384,11 @@ func processMaxRSS() uint64 {
 		return 0
 	}
 	return uint64(ru.Maxrss) * 1024
+}
+
+// flagSet reports whether the command line set flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -112,3 +112,33 @@ func TestSimGCPercent(t *testing.T) {
 		}
 	}
 }
+
+// A failover scenario runs its scripted fault alone unless --faults asks
+// for background faults, which the run then reports as injected.
+func TestSimScriptedFaults(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		faults string
+		some   bool
+	}{
+		{nil, "scripted", false},
+		{[]string{"--faults", "none"}, "scripted", false},
+		{[]string{"--faults", "heavy"}, "scripted+heavy", true},
+	} {
+		t.Run(tc.faults, func(t *testing.T) {
+			args := append([]string{"--scenario", "region-outage", "--seed", "1", "--partitions", "20", "--profile", "fast",
+				"--outage", "1m", "--duration", "1m", "--json", "--out", t.TempDir()}, tc.args...)
+			code, stdout, stderr := simCmd(t, args...)
+			require.Equal(t, 0, code, stderr)
+			var run map[string]any
+			require.NoError(t, json.Unmarshal([]byte(strings.SplitN(stdout, "\n", 2)[0]), &run))
+			assert.Equal(t, tc.faults, run["faults"])
+			injected, _ := run["faults_injected"].(map[string]any)
+			total := 0.0
+			for _, v := range injected {
+				total += v.(float64)
+			}
+			assert.Equal(t, tc.some, total > 0, "faults injected: %v", injected)
+		})
+	}
+}
