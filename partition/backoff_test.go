@@ -163,12 +163,16 @@ func TestRestartedFollowerAnnounces(t *testing.T) {
 // drill: one partition's returned replica stayed a commit behind.)
 func TestRestartedFollowerGetsCommitAgain(t *testing.T) {
 	tests := []struct {
-		name string
-		boot uint64 // the announcement's boot
-		want bool   // the commit position is sent again
+		name   string
+		boot   uint64 // the announcement's boot
+		commit LSN    // the commit position the announcement confirms
+		want   bool   // the commit position is sent again
 	}{
-		{"restarted", 2, true},
-		{"same incarnation", 1, false},
+		{"restarted", 2, 0, true},
+		// A heartbeat that carried the commit can be lost without any
+		// restart: until the follower confirms it, it is sent again.
+		{"same incarnation, commit lost", 1, 0, true},
+		{"same incarnation, commit confirmed", 1, 1, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,8 +200,9 @@ func TestRestartedFollowerGetsCommitAgain(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, LSN(1), pr.CommitLSN)
 			// b is back (its store holds op 1, commit 0) and announces itself.
-			s.step(Message{Type: MsgAppendResp, Partition: 1, Epoch: 1, From: "b", Success: true, Match: 0, ProbeBoot: tc.boot, Probe: s.now})
+			s.step(Message{Type: MsgAppendResp, Partition: 1, Epoch: 1, From: "b", Success: true, Match: 0, Commit: tc.commit, ProbeBoot: tc.boot, Probe: s.now})
 			s.flush()
+			s.drainSent() // what the announcement itself set off
 			var commitToB LSN
 			for end := s.now + time.Second; s.now < end; {
 				for _, m := range s.drainSent() {
@@ -212,7 +217,7 @@ func TestRestartedFollowerGetsCommitAgain(t *testing.T) {
 			if tc.want {
 				require.Equal(t, LSN(1), commitToB, "the commit position was not sent again to the restarted follower")
 			} else {
-				require.Zero(t, commitToB, "the same incarnation got the commit position twice")
+				require.Zero(t, commitToB, "a follower that confirmed the commit position got it again")
 			}
 		})
 	}

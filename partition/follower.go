@@ -181,7 +181,7 @@ func (r *Replica) onAppend(now time.Duration, m *Message) {
 	if len(m.Entries) == 0 && !m.WantAck && verifiedBefore == r.verified && !echoed && r.level.Consistency != BoundedStaleness {
 		return
 	}
-	resp.Success, resp.Match = true, r.verified
+	resp.Success, resp.Match, resp.Commit = true, r.verified, r.commit
 	r.h.send(resp)
 }
 

@@ -34,6 +34,10 @@ import (
 // through ExecReads and Finish: internal/node (the node that the daemon
 // and the simulator drive), partition/node and partitiontest.
 type Host struct {
+	// now is the latest time a call gave the host: Advance takes none, and
+	// the commit it moves is checked against the lease at this time (at
+	// most a fsync old, which the drift margin a takeover waits covers).
+	now  time.Duration
 	cfg  Config
 	log  *slog.Logger
 	reps map[ID]*Replica
@@ -269,6 +273,7 @@ func (h *Host) replica(p ID) (*Replica, error) {
 // partitions and malformed messages are dropped with an error (drivers
 // count them); the protocol tolerates loss.
 func (h *Host) Step(now time.Duration, m *Message) error {
+	h.seen(now)
 	if !m.Type.Valid() {
 		return fmt.Errorf("partition %d: message type %d: %w", m.Partition, m.Type, ErrBadRequest)
 	}
@@ -286,6 +291,7 @@ func (h *Host) Step(now time.Duration, m *Message) error {
 
 // Write handles a client write; the reply comes in a Ready.
 func (h *Host) Write(now time.Duration, req *WriteRequest) {
+	h.seen(now)
 	r, err := h.replica(req.Partition)
 	if err != nil {
 		h.reply(Reply{Kind: ReplyWrite, Partition: req.Partition, Ref: req.Ref, Err: err})
@@ -298,6 +304,7 @@ func (h *Host) Write(now time.Duration, req *WriteRequest) {
 // Read handles a client read; the reply comes from the driver executing
 // Ready.Reads, or in Ready.Replies if the read is refused.
 func (h *Host) Read(now time.Duration, req *ReadRequest) {
+	h.seen(now)
 	r, err := h.replica(req.Partition)
 	if err != nil {
 		h.reply(Reply{Kind: ReplyRead, Partition: req.Partition, Ref: req.Ref, Err: err})
@@ -314,6 +321,7 @@ func (h *Host) Read(now time.Duration, req *ReadRequest) {
 
 // StepFetch hands back the result of a Fetch.
 func (h *Host) StepFetch(now time.Duration, res *FetchResult) {
+	h.seen(now)
 	r, ok := h.lookup(res.Fetch.Partition)
 	if !ok || r.epoch != res.Fetch.Epoch || r.leader == nil {
 		return
@@ -461,6 +469,7 @@ func (h *Host) ProgressWithoutHistory(p ID, followers []FollowerProgress) (Progr
 
 // Tick fires the timers due at now.
 func (h *Host) Tick(now time.Duration) {
+	h.seen(now)
 	for h.timers.Len() > 0 && h.timers[0].at <= now {
 		e := h.timers.pop()
 		r := e.r
@@ -501,6 +510,7 @@ func (h *Host) HasReady() bool { return len(h.dirty) > 0 || !h.rd.Empty() }
 // Ready flushes every replica that changed and returns what the driver
 // must do. now stamps the messages' send times.
 func (h *Host) Ready(now time.Duration) Ready {
+	h.seen(now)
 	for i := 0; i < len(h.dirty); i++ { // flush may dirty more replicas
 		r := h.dirty[i]
 		r.flush(now)
@@ -555,6 +565,9 @@ func (h *Host) Ready(now time.Duration) Ready {
 	h.stats.Messages += uint64(len(rd.Messages))
 	return rd
 }
+
+// seen records the time of a call (it never goes back).
+func (h *Host) seen(now time.Duration) { h.now = max(h.now, now) }
 
 // withholdAcksWithoutLease turns write acknowledgements of a write region
 // whose lease has lapsed into unknown outcomes: the write is durable in the

@@ -74,6 +74,12 @@ type follower struct {
 
 	sentCommit LSN
 	sentStable LSN
+	// ackCommit is the commit position the follower confirmed (its answers
+	// carry it): a heartbeat that carried a commit can be lost like any
+	// message, and only the follower's word says it arrived. Until then
+	// heartbeats go on (the follower otherwise never applies the last
+	// writes of a burst: found by the background-fault sweep).
+	ackCommit LSN
 
 	probeBoot uint64
 	probe     time.Duration
@@ -481,6 +487,17 @@ func (r *Replica) releaseHeld(now time.Duration) {
 // advanceCommit recomputes the commit position by the level's rule and
 // acknowledges the writes it covers.
 func (r *Replica) advanceCommit() {
+	if r.h.cfg.LeaseGatesWrites && !r.leased(r.h.now) {
+		// Nothing commits without the lease: a takeover of a write region
+		// whose lease lapsed may start its epoch below any op it still
+		// replicates, and a committed op can never be set aside (under
+		// strong consistency it is applied without undo everywhere, so
+		// the new write region could not promote: the background-fault
+		// sweep wedged partitions that way). The writes waiting for a
+		// commit get an unknown outcome now instead of never.
+		r.withholdPending()
+		return
+	}
 	var c LSN
 	if r.level.Consistency == Strong {
 		c = r.strongCommit()
@@ -511,6 +528,22 @@ func (r *Replica) advanceCommit() {
 			l.pending = nil
 		}
 	}
+}
+
+// withholdPending answers every write waiting for its commit with an
+// unknown outcome (it may still commit, if the lease comes back first).
+func (r *Replica) withholdPending() {
+	l := r.leader
+	if l == nil || len(l.pending) == 0 {
+		return
+	}
+	for i := range l.pending {
+		p := &l.pending[i]
+		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: p.ref,
+			Err: fmt.Errorf("%w: %w", ErrLeaseExpired, r.unknownOutcome(p.lsn))})
+		r.h.stats.AcksWithheld++
+	}
+	l.pending = nil
 }
 
 // matchOf returns how far region reg's log is known to equal ours.
@@ -636,17 +669,11 @@ func (r *Replica) sendAppend(now time.Duration, f *follower, prev LSN, entries [
 		f.needSnap = true
 		return
 	}
-	// Messages leave only after the Ready's writes are durable, so under
-	// the weaker levels (commit = durable in the write region) every op
-	// assigned so far is committed by the time this arrives.
-	commit := r.commit
-	if r.level.Consistency != Strong {
-		commit = r.last
-	}
+	commit := r.sentCommitPos()
 	m := Message{
 		Type: MsgAppend, Partition: r.id, Epoch: r.epoch, From: r.region(), To: f.region,
 		Prev: prev, PrevEpoch: pe, Entries: entries, Commit: commit, Stable: r.stable,
-		LeaderLast: r.last, Member: r.wq.IsMember(f.region), WantAck: f.match < prev || f.match < r.last,
+		LeaderLast: r.last, Member: r.wq.IsMember(f.region), WantAck: r.wantAck(f, prev, commit),
 	}
 	// Grants go to members only: only they serve bounded reads (fresh),
 	// and a grant sent makes the follower's lag hold writes for T.
@@ -661,6 +688,27 @@ func (r *Replica) sendAppend(now time.Duration, f *follower, prev LSN, entries [
 	f.sentCommit, f.sentStable = max(r.commit, commit), r.stable
 	f.lastSend = now
 	r.h.send(m)
+}
+
+// sentCommitPos is the commit position a message to a follower carries.
+// Messages leave only after the Ready's writes are durable, so under the
+// weaker levels (commit = durable in the write region) every op assigned
+// so far is committed by the time one arrives.
+func (r *Replica) sentCommitPos() LSN {
+	if r.level.Consistency != Strong {
+		return r.last
+	}
+	return r.commit
+}
+
+// unconfirmed reports whether f has not confirmed the commit position.
+func (r *Replica) unconfirmed(f *follower) bool { return f.ackCommit < r.sentCommitPos() }
+
+// wantAck: a message to f must be answered, because the write region does
+// not know that f matches up to prev and to its last op, or that f has the
+// commit position it carries.
+func (r *Replica) wantAck(f *follower, prev, commit LSN) bool {
+	return f.match < prev || f.match < r.last || f.ackCommit < commit
 }
 
 // onFetchLog sends ops read from the store to the follower that needed them.
@@ -706,7 +754,7 @@ func (r *Replica) onAppendResp(now time.Duration, m *Message) {
 		// position sent to it (the last may have been lost while it was
 		// down). Send them again: its match may already equal our last,
 		// and nothing else would.
-		f.sentCommit, f.sentStable = 0, 0
+		f.sentCommit, f.sentStable, f.ackCommit = 0, 0, 0
 		r.markDirty()
 	}
 	if m.ProbeBoot != 0 && (m.ProbeBoot != f.probeBoot || m.Probe > f.probe) {
@@ -727,6 +775,7 @@ func (r *Replica) onAppendResp(now time.Duration, m *Message) {
 		return
 	}
 	if m.Success {
+		f.ackCommit = max(f.ackCommit, min(m.Commit, r.commit))
 		if m.Match > r.last {
 			r.fail("follower %s claims match %d beyond last %d in epoch %d", f.region, m.Match, r.last, r.epoch)
 			return
@@ -801,10 +850,10 @@ func (r *Replica) tickLeader(now time.Duration) {
 		}
 		// Heartbeats carry commit positions, and keep contacting a follower
 		// not known to be caught up (it may not know this epoch yet).
-		if now-f.lastSend >= max(cfg.HeartbeatInterval, backoff) && (f.sentCommit < r.commit || f.sentStable < r.stable || f.match < r.last) {
+		if now-f.lastSend >= max(cfg.HeartbeatInterval, backoff) && (r.unconfirmed(f) || f.sentStable < r.stable || f.match < r.last) {
 			prev := f.heartbeatPrev()
 			r.sendAppend(now, f, prev, nil)
-			if f.match < prev || f.match < r.last { // the heartbeat asks for an answer (WantAck)
+			if r.wantAck(f, prev, r.sentCommitPos()) { // the heartbeat asks for an answer (WantAck)
 				f.contacted()
 			}
 			r.h.stats.Heartbeats++
@@ -850,7 +899,7 @@ func (r *Replica) leaderDeadline(now time.Duration) time.Duration {
 		if f.inflight() > 0 && backoff == 0 {
 			at(max(f.lastAck, f.lastReset) + cfg.RetransmitTimeout)
 		}
-		if f.sentCommit < r.commit || f.sentStable < r.stable || f.match < r.last {
+		if r.unconfirmed(f) || f.sentStable < r.stable || f.match < r.last {
 			at(f.lastSend + max(cfg.HeartbeatInterval, backoff))
 		}
 	}

@@ -111,3 +111,46 @@ func TestLeaseGatedOnValidation(t *testing.T) {
 	}
 	require.NoError(t, c.Violation())
 }
+
+// A write region advances its commit only while its lease holds: a
+// committed op can never be set aside (under strong consistency it is
+// applied without undo on every replica), and a takeover of a write region
+// whose lease lapsed may start its epoch before ops it replicated
+// afterwards. Before, such an op committed on every replica and the new
+// write region could not promote; the background-fault sweep of
+// node-failure wedged partitions that way.
+func TestCommitWaitsForTheLease(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *partitiontest.ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
+	wq := partition.SampleQuorum("a")
+	require.NoError(t, c.Create(7, partition.Spec{Level: partition.LevelOf(partition.Strong), Quorum: wq, Epoch: 1}))
+	c.RunFor(10 * time.Millisecond)
+	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+	c.RunFor(time.Second)
+
+	// LSN 2 is assigned under the lease, and replicated only after it.
+	c.Cut("a", "b")
+	c.Cut("a", "c")
+	c.Write("a", partition.WriteRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Value: []byte("v2")})
+	c.RunFor(20 * time.Millisecond)
+	require.NoError(t, c.Host("a").SetLease(7, c.Now()))
+	c.Heal()
+	rep, ok := waitReply(t, c, 2, 5*time.Second)
+	require.True(t, ok)
+	var unk *partition.UnknownOutcomeError
+	require.True(t, errors.As(rep.Reply.Err, &unk), "no ack without a lease: %v", rep.Reply.Err)
+	c.RunFor(time.Second)
+	pr, err := c.Host("b").Progress(7)
+	require.NoError(t, err)
+	require.Equal(t, partition.LSN(2), pr.LastLSN, "b holds LSN 2")
+	require.Equal(t, partition.LSN(1), pr.CommitLSN, "but it did not commit")
+
+	// A takeover decided from b's position before LSN 2 arrived: b
+	// promotes after LSN 1 and sets LSN 2 aside (it was never
+	// acknowledged).
+	wq.WriteRegion = "b"
+	err = c.Control("b", func(now time.Duration, h *partition.Host) error {
+		return h.Promote(now, 7, 2, 1, wq, 0)
+	})
+	require.NoError(t, err, "LSN 2 committed without a lease")
+	require.NoError(t, c.Violation())
+}

@@ -116,8 +116,8 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 	e.stage("settle")
 	fw.clientsOn = false
 	fw.runUntil(e.w.Now()+time.Minute, func() bool { return fw.pendingClientOps() == 0 })
-	if !fw.runUntil(e.w.Now()+cfg.LivenessBound, fw.converged) {
-		r.violation(ViolationLiveness, "not converged within %v after the clients stopped", cfg.LivenessBound)
+	if bound := fw.livenessBound(); !fw.runUntil(e.w.Now()+bound, fw.converged) {
+		r.violation(ViolationLiveness, "not converged within %v after the clients stopped: %s", bound, fw.unconverged(fw.partConverged))
 	}
 	res := fw.finish(cfg, profName, s.Name())
 	res.FailoverReport.ResyncSeconds = (r.resyncDone - r.back).Seconds()

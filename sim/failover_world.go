@@ -447,6 +447,17 @@ func foBackground(p FaultProfile, prof failover.Config, outage time.Duration) Fa
 // under background faults too.
 func (fw *foWorld) alone() bool { return fw.e.cfg.Faults == FaultsNone }
 
+// livenessBound is how long the settled world has to converge: the
+// configured bound, plus, after background faults, the longest grow
+// hold-off (shrinks they caused hold a region out of the write quorum
+// for up to GrowHoldOffMax: the hysteresis working, not a stuck system).
+func (fw *foWorld) livenessBound() time.Duration {
+	if fw.alone() {
+		return fw.e.cfg.LivenessBound
+	}
+	return fw.e.cfg.LivenessBound + fw.spec.profile.GrowHoldOffMax
+}
+
 // startFaults turns the background faults on (none under --faults none).
 func (fw *foWorld) startFaults() {
 	if fw.e.cfg.Faults != FaultsNone {

@@ -206,8 +206,8 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	e.stage("settle")
 	fw.clientsOn = false
 	d.runUntil(e.w.Now()+time.Minute, func() bool { return fw.pendingClientOps() == 0 })
-	if !d.runUntil(e.w.Now()+cfg.LivenessBound, fw.converged) {
-		e.viol.add(e.w.Now(), ViolationLiveness, "not converged within %v after the clients stopped: %s", cfg.LivenessBound, fw.unconverged(fw.partConverged))
+	if bound := fw.livenessBound(); !d.runUntil(e.w.Now()+bound, fw.converged) {
+		e.viol.add(e.w.Now(), ViolationLiveness, "not converged within %v after the clients stopped: %s", bound, fw.unconverged(fw.partConverged))
 	}
 	d.check(s.fault)
 	if d.lateAcks > 0 {

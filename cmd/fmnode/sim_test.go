@@ -125,7 +125,7 @@ func TestSimScriptedFaults(t *testing.T) {
 		{[]string{"--faults", "none"}, "scripted", false},
 		{[]string{"--faults", "heavy"}, "scripted+heavy", true},
 	} {
-		t.Run(tc.faults, func(t *testing.T) {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append([]string{"--scenario", "region-outage", "--seed", "1", "--partitions", "20", "--profile", "fast",
 				"--outage", "1m", "--duration", "1m", "--json", "--out", t.TempDir()}, tc.args...)
 			code, stdout, stderr := simCmd(t, args...)
