@@ -113,7 +113,8 @@ type ServerConfig struct {
 	// Handler is the data API handler (required).
 	Handler http.Handler
 	// TLSConfig, when set, is the server's TLS configuration: serve with
-	// ServeTLS(ln, "", "") or ListenAndServeTLS("", "").
+	// ServeTLS(ln, "", "") or ListenAndServeTLS("", ""). The server uses a
+	// clone whose NextProtos is "http/1.1" only.
 	TLSConfig *tls.Config
 	// ReadHeaderTimeout bounds reading the request line and headers (a
 	// slow-loris client); default DefaultReadHeaderTimeout.
@@ -166,6 +167,12 @@ func NewServer(cfg ServerConfig) (*http.Server, error) {
 	}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
+	if cfg.TLSConfig != nil {
+		// ALPN must not offer h2 (a caller's config listing it would
+		// make clients choose a protocol the server does not speak).
+		cfg.TLSConfig = cfg.TLSConfig.Clone()
+		cfg.TLSConfig.NextProtos = []string{"http/1.1"}
+	}
 	return &http.Server{
 		Addr:              cfg.Addr,
 		Handler:           cfg.Handler,
