@@ -12,6 +12,7 @@ import (
 //
 //	version  1 byte  (MetaVersion)
 //	node id  2 bytes (big endian, not zero)
+//	flags    1 byte  (bit 0: leaving; the other bits must be zero)
 //	then seven strings, each a 1-byte length and that many bytes of UTF-8:
 //	cluster, name, region, zone, node address, API address, version
 //
@@ -36,7 +37,10 @@ const (
 	// MaxVersionBytes bounds Meta.Version.
 	MaxVersionBytes = 32
 
-	metaFixedBytes = 1 + 2 + 7 // version, node id, seven length bytes
+	metaFixedBytes = 1 + 2 + 1 + 7 // version, node id, flags, seven length bytes
+
+	metaFlagLeaving = 1 << 0
+	metaFlagsKnown  = metaFlagLeaving
 
 	// MaxMetaBytes is the largest encoded Meta.
 	MaxMetaBytes = metaFixedBytes + MaxClusterBytes + MaxNameBytes +
@@ -71,6 +75,10 @@ type Meta struct {
 	NodeAddr, APIAddr string
 	// Version is the fmnode version the node runs (may be empty).
 	Version string
+	// Leaving is set by Leave just before the node's leave broadcast, so
+	// that the others can tell a graceful leave from a death (memberlist
+	// does not tell its event delegate which it was).
+	Leaving bool
 }
 
 type metaField struct {
@@ -134,7 +142,11 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 		n += len(*f.value)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, MetaVersion, byte(m.NodeID>>8), byte(m.NodeID))
+	var flags byte
+	if m.Leaving {
+		flags |= metaFlagLeaving
+	}
+	b = append(b, MetaVersion, byte(m.NodeID>>8), byte(m.NodeID), flags)
 	for _, f := range fs {
 		b = append(b, byte(len(*f.value)))
 		b = append(b, *f.value...)
@@ -143,7 +155,7 @@ func (m Meta) MarshalBinary() ([]byte, error) {
 }
 
 // DecodeMeta decodes node meta received from another node. It refuses an
-// unknown version, a zero node id, a missing required field, a field over
+// unknown version, unknown flags, a zero node id, a missing required field, a field over
 // its bound, invalid UTF-8, a short buffer and trailing bytes, so what it
 // accepts re-encodes (MarshalBinary) to the same bytes.
 func DecodeMeta(b []byte) (Meta, error) {
@@ -151,14 +163,18 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if len(b) > MaxMetaBytes {
 		return Meta{}, metaErr("meta", "%d bytes exceed %d", len(b), MaxMetaBytes)
 	}
-	if len(b) < 3 {
+	if len(b) < 4 {
 		return Meta{}, metaErr("meta", "%d bytes is too short", len(b))
 	}
 	if b[0] != MetaVersion {
 		return Meta{}, metaErr("version", "unknown version %d (want %d)", b[0], MetaVersion)
 	}
 	m.NodeID = uint16(b[1])<<8 | uint16(b[2])
-	b = b[3:]
+	if b[3]&^metaFlagsKnown != 0 {
+		return Meta{}, metaErr("flags", "unknown flags %#x", b[3]&^metaFlagsKnown)
+	}
+	m.Leaving = b[3]&metaFlagLeaving != 0
+	b = b[4:]
 	for _, f := range m.fields() {
 		if len(b) < 1 {
 			return Meta{}, metaErr(f.name, "missing")

@@ -21,7 +21,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		Cluster: strings.Repeat("c", MaxClusterBytes), Name: strings.Repeat("n", MaxNameBytes),
 		NodeID: 0xffff, Region: strings.Repeat("r", MaxRegionBytes), Zone: strings.Repeat("z", MaxRegionBytes),
 		NodeAddr: strings.Repeat("a", MaxAddrBytes), APIAddr: strings.Repeat("b", MaxAddrBytes),
-		Version: strings.Repeat("v", MaxVersionBytes),
+		Version: strings.Repeat("v", MaxVersionBytes), Leaving: true,
 	}
 	minimal := Meta{Cluster: "c", Name: "n", NodeID: 1, Region: "r", NodeAddr: "h:1"}
 	for _, tc := range []struct {
@@ -30,7 +30,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		size int
 	}{
 		{"typical", testMeta(), 0},
-		{"minimal", minimal, 10 + 1 + 1 + 1 + 3},
+		{"minimal", minimal, 11 + 1 + 1 + 1 + 3},
+		{"leaving", Meta{Cluster: "c", Name: "n", NodeID: 1, Region: "r", NodeAddr: "h:1", Leaving: true}, 0},
 		{"largest", full, MaxMetaBytes},
 		{"utf8", Meta{Cluster: "ñ", Name: "ノード", NodeID: 7, Region: "région", NodeAddr: "[::1]:1"}, 0},
 	} {
@@ -52,7 +53,11 @@ func TestMetaGolden(t *testing.T) {
 	m := Meta{Cluster: "c", Name: "n", NodeID: 0x0102, Region: "r", Zone: "z", NodeAddr: "a", APIAddr: "b", Version: "v"}
 	b, err := m.MarshalBinary()
 	require.NoError(t, err)
-	require.Equal(t, []byte{1, 1, 2, 1, 'c', 1, 'n', 1, 'r', 1, 'z', 1, 'a', 1, 'b', 1, 'v'}, b)
+	require.Equal(t, []byte{1, 1, 2, 0, 1, 'c', 1, 'n', 1, 'r', 1, 'z', 1, 'a', 1, 'b', 1, 'v'}, b)
+	m.Leaving = true
+	b, err = m.MarshalBinary()
+	require.NoError(t, err)
+	require.Equal(t, byte(1), b[3])
 }
 
 func TestMetaEncodeRefuses(t *testing.T) {
@@ -94,15 +99,17 @@ func TestDecodeMetaStrict(t *testing.T) {
 	}{
 		{"nil", nil, "too short"},
 		{"version only", []byte{1}, "too short"},
+		{"no flags", []byte{1, 0, 1}, "too short"},
+		{"unknown flag", with(func(b []byte) []byte { b[3] = 2; return b }), "flags: unknown flags 0x2"},
 		{"unknown version", with(func(b []byte) []byte { b[0] = 2; return b }), "unknown version 2"},
 		{"version zero", with(func(b []byte) []byte { b[0] = 0; return b }), "unknown version 0"},
 		{"zero id", with(func(b []byte) []byte { b[1], b[2] = 0, 0; return b }), "NodeID"},
 		{"trailing byte", append(bytes.Clone(good), 0), "1 trailing bytes"},
 		{"truncated", good[:len(good)-1], "Version: truncated"},
-		{"missing field", good[:3], "Cluster: missing"},
-		{"oversized cluster", append([]byte{1, 0, 1, MaxClusterBytes + 1}, bytes.Repeat([]byte("c"), MaxClusterBytes+1)...), "Cluster: 65 bytes exceed 64"},
-		{"empty name", []byte{1, 0, 1, 1, 'c', 0, 1, 'r', 0, 1, 'a', 0, 0}, "Name: required"},
-		{"bad utf8", []byte{1, 0, 1, 1, 'c', 1, 'n', 1, 0xff, 0, 1, 'a', 0, 0}, "Region: not valid UTF-8"},
+		{"missing field", good[:4], "Cluster: missing"},
+		{"oversized cluster", append([]byte{1, 0, 1, 0, MaxClusterBytes + 1}, bytes.Repeat([]byte("c"), MaxClusterBytes+1)...), "Cluster: 65 bytes exceed 64"},
+		{"empty name", []byte{1, 0, 1, 0, 1, 'c', 0, 1, 'r', 0, 1, 'a', 0, 0}, "Name: required"},
+		{"bad utf8", []byte{1, 0, 1, 0, 1, 'c', 1, 'n', 1, 0xff, 0, 1, 'a', 0, 0}, "Region: not valid UTF-8"},
 		{"over limit", bytes.Repeat([]byte{1}, MaxMetaBytes+1), "exceed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,7 +127,7 @@ func FuzzDecodeMeta(f *testing.F) {
 	require.NoError(f, err)
 	f.Add(good)
 	f.Add([]byte{})
-	f.Add([]byte{1, 0, 1, 1, 'c', 1, 'n', 1, 'r', 0, 1, 'a', 0, 0})
+	f.Add([]byte{1, 0, 1, 1, 1, 'c', 1, 'n', 1, 'r', 0, 1, 'a', 0, 0})
 	f.Add(append(bytes.Clone(good), 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMeta(b)
