@@ -232,7 +232,18 @@ func (h *Host) ValidateLease(p ID, gen uint64, e Epoch) error {
 		return err
 	}
 	r.leaseGen, r.leaseEpoch = gen, e
+	r.resumeCommit()
 	return nil
+}
+
+// resumeCommit commits what waited for the lease once it holds again
+// (every ack may have come in meanwhile: nothing else would commit it).
+func (r *Replica) resumeCommit() {
+	if l := r.leader; l != nil && l.commitHeld && r.leased(r.h.now) {
+		r.advanceCommit()
+		r.markDirty()
+		r.h.schedule(r.h.now, r) // heartbeats carry the new commit
+	}
 }
 
 // leased reports whether the replica may act on its lease at now.

@@ -422,6 +422,7 @@ func (h *Host) SetLease(p ID, until time.Duration) error {
 		return err
 	}
 	r.leaseUntil = until
+	r.resumeCommit()
 	return nil
 }
 
@@ -429,6 +430,7 @@ func (h *Host) SetLease(p ID, until time.Duration) error {
 func (h *Host) SetLeaseAll(until time.Duration) {
 	for _, r := range h.reps {
 		r.leaseUntil = until
+		r.resumeCommit()
 	}
 }
 

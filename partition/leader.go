@@ -9,9 +9,12 @@ import (
 
 // leaderState is what a write region keeps beyond the shared fields.
 type leaderState struct {
-	followers []follower
-	pending   []pendingWrite // assigned, not yet committed; ascending LSN
-	held      []heldWrite    // bounded staleness: not yet assigned
+	// commitHeld: advanceCommit found no lease and committed nothing; the
+	// lease's return commits what is durable (resumeCommit).
+	commitHeld bool
+	followers  []follower
+	pending    []pendingWrite // assigned, not yet committed; ascending LSN
+	held       []heldWrite    // bounded staleness: not yet assigned
 	// departed: followers that left the replica set while they may still
 	// hold a freshness grant (see keepDeparted); their lag holds writes
 	// until it has surely ended. Sorted by nothing; a handful at most.
@@ -496,8 +499,10 @@ func (r *Replica) advanceCommit() {
 		// sweep wedged partitions that way). The writes waiting for a
 		// commit get an unknown outcome now instead of never.
 		r.withholdPending()
+		r.leader.commitHeld = true
 		return
 	}
+	r.leader.commitHeld = false
 	var c LSN
 	if r.level.Consistency == Strong {
 		c = r.strongCommit()

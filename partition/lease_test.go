@@ -154,3 +154,34 @@ func TestCommitWaitsForTheLease(t *testing.T) {
 	require.NoError(t, err, "LSN 2 committed without a lease")
 	require.NoError(t, c.Violation())
 }
+
+// The commit held while the lease lapsed resumes when the lease returns,
+// though every acknowledgement came in meanwhile (nothing else would
+// commit it: the background-fault sweep left such a partition a commit
+// behind on every replica).
+func TestCommitResumesWithTheLease(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *partitiontest.ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
+	require.NoError(t, c.Create(7, partition.Spec{Level: partition.LevelOf(partition.Strong), Quorum: partition.SampleQuorum("a"), Epoch: 1}))
+	c.RunFor(10 * time.Millisecond)
+	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+	c.Cut("a", "b")
+	c.Cut("a", "c")
+	c.Write("a", partition.WriteRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Value: []byte("v2")})
+	c.RunFor(20 * time.Millisecond)
+	require.NoError(t, c.Host("a").SetLease(7, c.Now()))
+	c.Heal()
+	c.RunFor(time.Second)
+	pr, err := c.Host("a").Progress(7)
+	require.NoError(t, err)
+	require.Equal(t, partition.LSN(1), pr.CommitLSN, "held without the lease")
+
+	// Through the driver (Control), as a node hands its host the lease.
+	require.NoError(t, c.Control("a", func(now time.Duration, h *partition.Host) error { return h.SetLease(7, now+time.Hour) }))
+	c.RunFor(time.Second)
+	for _, reg := range []partition.Region{"a", "b", "c"} {
+		pr, err := c.Host(reg).Progress(7)
+		require.NoError(t, err)
+		require.Equal(t, partition.LSN(2), pr.CommitLSN, "region %s: the commit did not resume", reg)
+	}
+	require.NoError(t, c.Violation())
+}
