@@ -18,19 +18,7 @@ import (
 // before them (found by the flapping scenario: an ack after the lease named
 // a write the new write region truncated).
 func TestLeaseGatesWrites(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *partitiontest.ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
-	require.NoError(t, c.Create(7, partition.Spec{Level: partition.LevelOf(partition.Strong), Quorum: partition.SampleQuorum("a"), Epoch: 1}))
-	c.RunFor(10 * time.Millisecond)
-	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
-
-	// A write assigned under the lease whose commit only happens after it:
-	// cut the write region off so the commit waits, then let the lease lapse.
-	c.Cut("a", "b")
-	c.Cut("a", "c")
-	c.Write("a", partition.WriteRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Value: []byte("v2")})
-	c.RunFor(20 * time.Millisecond)
-	require.NoError(t, c.Host("a").SetLease(7, c.Now()))
-	c.Heal()
+	c := lapsedLeaseCluster(t)
 	rep, ok := waitReply(t, c, 2, 5*time.Second)
 	require.True(t, ok, "the write gets an answer")
 	require.ErrorIs(t, rep.Reply.Err, partition.ErrLeaseExpired)
@@ -48,6 +36,25 @@ func TestLeaseGatesWrites(t *testing.T) {
 	require.NoError(t, c.Host("a").SetLease(7, c.Now()+time.Hour))
 	mustWrite(t, c, "a", 7, 1, 4, "k", "v4")
 	require.NoError(t, c.Violation())
+}
+
+// lapsedLeaseCluster is three regions with leases on, write region a: LSN 1
+// acknowledged, then LSN 2 assigned under a's lease, its write region cut
+// off so the commit waits, the lease lapsed and the cut healed (ref 2 is
+// the client of LSN 2).
+func lapsedLeaseCluster(t *testing.T) *partitiontest.Cluster {
+	t.Helper()
+	c := newTestCluster(t, 3, func(cfg *partitiontest.ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
+	require.NoError(t, c.Create(7, partition.Spec{Level: partition.LevelOf(partition.Strong), Quorum: partition.SampleQuorum("a"), Epoch: 1}))
+	c.RunFor(10 * time.Millisecond)
+	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
+	c.Cut("a", "b")
+	c.Cut("a", "c")
+	c.Write("a", partition.WriteRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Value: []byte("v2")})
+	c.RunFor(20 * time.Millisecond)
+	require.NoError(t, c.Host("a").SetLease(7, c.Now()))
+	c.Heal()
+	return c
 }
 
 // With the lease gated on validation (SetLeaseGen), a lease regained after
@@ -120,20 +127,8 @@ func TestLeaseGatedOnValidation(t *testing.T) {
 // write region could not promote; the background-fault sweep of
 // node-failure wedged partitions that way.
 func TestCommitWaitsForTheLease(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *partitiontest.ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
+	c := lapsedLeaseCluster(t)
 	wq := partition.SampleQuorum("a")
-	require.NoError(t, c.Create(7, partition.Spec{Level: partition.LevelOf(partition.Strong), Quorum: wq, Epoch: 1}))
-	c.RunFor(10 * time.Millisecond)
-	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
-	c.RunFor(time.Second)
-
-	// LSN 2 is assigned under the lease, and replicated only after it.
-	c.Cut("a", "b")
-	c.Cut("a", "c")
-	c.Write("a", partition.WriteRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Value: []byte("v2")})
-	c.RunFor(20 * time.Millisecond)
-	require.NoError(t, c.Host("a").SetLease(7, c.Now()))
-	c.Heal()
 	rep, ok := waitReply(t, c, 2, 5*time.Second)
 	require.True(t, ok)
 	var unk *partition.UnknownOutcomeError
@@ -160,16 +155,7 @@ func TestCommitWaitsForTheLease(t *testing.T) {
 // commit it: the background-fault sweep left such a partition a commit
 // behind on every replica).
 func TestCommitResumesWithTheLease(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *partitiontest.ClusterConfig) { cfg.Host.LeaseGatesWrites = true })
-	require.NoError(t, c.Create(7, partition.Spec{Level: partition.LevelOf(partition.Strong), Quorum: partition.SampleQuorum("a"), Epoch: 1}))
-	c.RunFor(10 * time.Millisecond)
-	mustWrite(t, c, "a", 7, 1, 1, "k", "v1")
-	c.Cut("a", "b")
-	c.Cut("a", "c")
-	c.Write("a", partition.WriteRequest{Partition: 7, Epoch: 1, Ref: 2, Key: []byte("k"), Value: []byte("v2")})
-	c.RunFor(20 * time.Millisecond)
-	require.NoError(t, c.Host("a").SetLease(7, c.Now()))
-	c.Heal()
+	c := lapsedLeaseCluster(t)
 	c.RunFor(time.Second)
 	pr, err := c.Host("a").Progress(7)
 	require.NoError(t, err)

@@ -29,6 +29,7 @@ package boltstore
 import (
 	"errors"
 	"fmt"
+	"github.com/fmnode/fmnode/internal/durable"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -309,43 +310,20 @@ func ensureFile(path string, opts Options) error {
 	return syncDir(dir)
 }
 
-// mkdirDurable creates dir and its missing ancestors, syncing the parent
-// of each directory it creates: a new directory's entry is only durable
-// once its parent is synced, and losing it loses the store inside.
+// mkdirDurable creates dir and its missing ancestors, durably (a new
+// directory's entry is lost with the store inside if its parent is not
+// synced).
 func mkdirDurable(dir string) error {
-	var created []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		created = append(created, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := os.MkdirAll(dir, dirMode); err != nil {
-		return fmt.Errorf("boltstore: create directory %s: %w", dir, err)
-	}
-	for _, d := range created {
-		if err := syncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
+	if err := durable.MkdirAll(dir, dirMode); err != nil {
+		return fmt.Errorf("boltstore: %w", err)
 	}
 	return nil
 }
 
 // syncDir makes the entries of dir (a rename, a new file) durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("boltstore: open directory %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("boltstore: sync directory %s: %w", dir, err)
+	if err := durable.SyncDir(dir); err != nil {
+		return fmt.Errorf("boltstore: %w", err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package datadir
 import (
 	"errors"
 	"fmt"
+	"github.com/fmnode/fmnode/internal/durable"
 	"io"
 	"os"
 	"path/filepath"
@@ -231,21 +232,11 @@ func writeDurable(dir, name, tmp string, data []byte) error {
 	return syncDir(dir)
 }
 
-// mkdirDurable creates dir and its missing ancestors (mode 0700), syncing
-// the parent of each one it creates, so the new entries survive a crash.
+// mkdirDurable creates dir and its missing ancestors (mode 0700),
+// durably, and checks that dir is a directory.
 func mkdirDurable(dir string) error {
-	var created []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil || !errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		created = append(created, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := os.MkdirAll(dir, dirMode); err != nil {
-		return fmt.Errorf("datadir: create data directory %s: %w", dir, err)
+	if err := durable.MkdirAll(dir, dirMode); err != nil {
+		return fmt.Errorf("datadir: data directory: %w", err)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -254,26 +245,13 @@ func mkdirDurable(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%w: data directory %s is not a directory", ErrInvalid, dir)
 	}
-	for _, d := range created {
-		if err := syncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
 // syncDir makes the entries of dir (a rename, a new file) durable.
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("datadir: open directory %s: %w", dir, err)
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("datadir: sync directory %s: %w", dir, err)
+	if err := durable.SyncDir(dir); err != nil {
+		return fmt.Errorf("datadir: %w", err)
 	}
 	return nil
 }
