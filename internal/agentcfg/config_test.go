@@ -54,7 +54,7 @@ func problemFields(t *testing.T, err error) []string {
 func TestValidate(t *testing.T) {
 	wild := func(c *Config) {
 		c.Bind.NodeAddr = "0.0.0.0:7400"
-		c.Advertise.NodeAddr = "10.0.0.1:7400"
+		c.Advertise.NodeAddr = "127.0.2.1:7400"
 	}
 	tests := []struct {
 		name   string
@@ -96,7 +96,7 @@ func TestValidate(t *testing.T) {
 		{"bind port 65535", func(c *Config) { c.Bind.GossipAddr = "127.0.0.1:65535" }, nil},
 		{"bind bad host", func(c *Config) { c.Bind.NodeAddr = "no_de:7400" }, []string{"bind.node_addr"}},
 		{"bind hostname", func(c *Config) { c.Bind.NodeAddr = "localhost:7400" }, nil},
-		{"bind all-digit name", func(c *Config) { c.Bind.NodeAddr = "10.0.0.300:7400" }, []string{"bind.node_addr"}},
+		{"bind all-digit name", func(c *Config) { c.Bind.NodeAddr = "127.0.2.300:7400" }, []string{"bind.node_addr"}},
 		{"bind ipv6 unbracketed", func(c *Config) { c.Bind.NodeAddr = "::1:7400" }, []string{"bind.node_addr"}},
 		{"bind ipv6", func(c *Config) { c.Bind.NodeAddr = "[::1]:7400" }, nil},
 		{"bind bracketed ipv4", func(c *Config) { c.Bind.NodeAddr = "[127.0.0.1]:7400" }, []string{"bind.node_addr"}},
@@ -110,11 +110,11 @@ func TestValidate(t *testing.T) {
 		{"wildcard v4 unadvertised", func(c *Config) { c.Bind.GossipAddr = "0.0.0.0:7402" }, []string{"advertise.gossip_addr"}},
 		{"wildcard v6 unadvertised", func(c *Config) { c.Bind.GossipAddr = "[::]:7402" }, []string{"advertise.gossip_addr"}},
 		{"empty host unadvertised", func(c *Config) { c.Bind.APIAddr = ":7401" }, []string{"advertise.api_addr"}},
-		{"advertise port 0", func(c *Config) { c.Advertise.NodeAddr = "10.0.0.1:0" }, []string{"advertise.node_addr"}},
+		{"advertise port 0", func(c *Config) { c.Advertise.NodeAddr = "127.0.2.1:0" }, []string{"advertise.node_addr"}},
 		{"advertise wildcard", func(c *Config) { c.Advertise.NodeAddr = "0.0.0.0:7400" }, []string{"advertise.node_addr"}},
 		{"advertise no host", func(c *Config) { c.Advertise.NodeAddr = ":7400" }, []string{"advertise.node_addr"}},
 		{"advertise bad", func(c *Config) { c.Advertise.APIAddr = "x" }, []string{"advertise.api_addr"}},
-		{"advertise dns without bind", func(c *Config) { c.Advertise.DNSAddr = "10.0.0.1:53" }, []string{"advertise.dns_addr"}},
+		{"advertise dns without bind", func(c *Config) { c.Advertise.DNSAddr = "127.0.2.1:53" }, []string{"advertise.dns_addr"}},
 
 		{"dns", func(c *Config) { c.Bind.DNSAddr = "127.0.0.1:7453"; c.DNS.Zone = "fm.example.com" }, nil},
 		{"dns without zone", func(c *Config) { c.Bind.DNSAddr = "127.0.0.1:7453" }, []string{"dns.zone"}},
@@ -129,9 +129,9 @@ func TestValidate(t *testing.T) {
 		{"dns.ttl 1h", func(c *Config) { c.DNS.TTL = time.Hour }, nil},
 		{"dns.ttl over", func(c *Config) { c.DNS.TTL = time.Hour + 1 }, []string{"dns.ttl"}},
 
-		{"retry_join", func(c *Config) { c.RetryJoin = []string{"10.0.0.2:7402", "fm-2.internal:7402", "[fd00::3]:7402"} }, nil},
-		{"retry_join bad", func(c *Config) { c.RetryJoin = []string{"10.0.0.2:7402", "10.0.0.3"} }, []string{"retry_join[1]"}},
-		{"retry_join port 0", func(c *Config) { c.RetryJoin = []string{"10.0.0.2:0"} }, []string{"retry_join[0]"}},
+		{"retry_join", func(c *Config) { c.RetryJoin = []string{"127.0.2.2:7402", "fm-2.internal:7402", "[fd00::3]:7402"} }, nil},
+		{"retry_join bad", func(c *Config) { c.RetryJoin = []string{"127.0.2.2:7402", "127.0.2.3"} }, []string{"retry_join[1]"}},
+		{"retry_join port 0", func(c *Config) { c.RetryJoin = []string{"127.0.2.2:0"} }, []string{"retry_join[0]"}},
 		{"retry_join wildcard", func(c *Config) { c.RetryJoin = []string{"0.0.0.0:7402"} }, []string{"retry_join[0]"}},
 		{"retry_join repeat", func(c *Config) { c.RetryJoin = []string{"FM-2:7402", "fm-2:7402"} }, []string{"retry_join[1]"}},
 		{"retry_join 64", func(c *Config) { c.RetryJoin = joinList(64) }, nil},
@@ -212,8 +212,8 @@ func TestDefault(t *testing.T) {
 func TestAdvertised(t *testing.T) {
 	c := validConfig()
 	c.Bind.NodeAddr = "0.0.0.0:7400"
-	c.Advertise.NodeAddr = "10.0.0.1:7400"
-	assert.Equal(t, Addrs{NodeAddr: "10.0.0.1:7400", APIAddr: DefaultAPIAddr, GossipAddr: DefaultGossipAddr}, c.Advertised())
+	c.Advertise.NodeAddr = "127.0.2.1:7400"
+	assert.Equal(t, Addrs{NodeAddr: "127.0.2.1:7400", APIAddr: DefaultAPIAddr, GossipAddr: DefaultGossipAddr}, c.Advertised())
 }
 
 func TestErrorsWrap(t *testing.T) {

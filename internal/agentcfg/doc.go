@@ -38,9 +38,9 @@
 //	  api_addr: 127.0.0.1:7401
 //	  gossip_addr: 0.0.0.0:7402
 //	advertise:
-//	  node_addr: 10.0.1.11:7400
-//	  gossip_addr: 10.0.1.11:7402
-//	retry_join: [10.0.1.12:7402, 10.0.1.13:7402]
+//	  node_addr: 127.0.1.11:7400
+//	  gossip_addr: 127.0.1.11:7402
+//	retry_join: [127.0.1.12:7402, 127.0.1.13:7402]
 //	gossip_key: 8m7yqyvPJ6wZ7TJ0Y1tQmZm9mU4YQ2Ht6x8Tn0dQjlE=
 //	tls:
 //	  cert_file: tls/node.crt

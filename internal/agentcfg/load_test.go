@@ -99,8 +99,8 @@ func TestLoadExample(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "tls/node.crt"), c.TLS.CertFile)
 	assert.Equal(t, filepath.Join(dir, "tls/ca.crt"), c.TLS.CAFile)
 	assert.Equal(t, "fm.example.com.", c.DNS.Zone)
-	assert.Equal(t, []string{"10.0.1.12:7402", "10.0.1.13:7402", "fm-eu1-b-01.internal:7402"}, c.RetryJoin)
-	assert.Equal(t, Addrs{NodeAddr: "10.0.1.11:7400", APIAddr: "127.0.0.1:7401", DNSAddr: "10.0.1.11:7453", GossipAddr: "10.0.1.11:7402"}, c.Advertised())
+	assert.Equal(t, []string{"127.0.1.12:7402", "127.0.1.13:7402", "fm-eu1-b-01.internal:7402"}, c.RetryJoin)
+	assert.Equal(t, Addrs{NodeAddr: "127.0.1.11:7400", APIAddr: "127.0.0.1:7401", DNSAddr: "127.0.1.11:7453", GossipAddr: "127.0.1.11:7402"}, c.Advertised())
 }
 
 func TestLoadPrecedence(t *testing.T) {
@@ -266,8 +266,8 @@ func TestLoadRelativePaths(t *testing.T) {
 func TestYAMLRoundTrip(t *testing.T) {
 	full := validConfig()
 	full.Bind = Addrs{NodeAddr: "0.0.0.0:7400", APIAddr: "[::1]:7401", DNSAddr: "0.0.0.0:53", GossipAddr: "[::]:7402"}
-	full.Advertise = Addrs{NodeAddr: "10.0.0.1:7400", DNSAddr: "10.0.0.1:53", GossipAddr: "fm-1.internal:7402"}
-	full.RetryJoin = []string{"10.0.0.2:7402", "fm-3.internal:7402"}
+	full.Advertise = Addrs{NodeAddr: "127.0.2.1:7400", DNSAddr: "127.0.2.1:53", GossipAddr: "fm-1.internal:7402"}
+	full.RetryJoin = []string{"127.0.2.2:7402", "fm-3.internal:7402"}
 	full.DNS = DNS{Zone: "fm.example.com.", TTL: 1500 * time.Millisecond}
 	full.Log = Log{Level: "debug", Format: "json"}
 	full.DataDir = "/var/lib/fm node: \"#1\""
