@@ -56,9 +56,9 @@ func (n *Node) OpenPartition(now time.Duration, pl Placement, rec partition.Reco
 // CreateRegister writes partition id's initial register state, unless the
 // register holds one already (then the node adopts that).
 func (n *Node) CreateRegister(id partition.ID, s failover.State) error {
-	p := n.part(id)
-	if p == nil {
-		return fmt.Errorf("node %d: create register of partition %d: not hosted here: %w", n.cfg.ID, id, failover.ErrRefused)
+	p, err := n.hosted(id, "create register of")
+	if err != nil {
+		return err
 	}
 	if err := n.mgr.Create(p.name, s); err != nil {
 		return fmt.Errorf("node %d: %w", n.cfg.ID, err)
@@ -124,6 +124,15 @@ func (n *Node) addPart(pl Placement) (*part, error) {
 func (n *Node) dropPart(p *part) {
 	n.parts[p.id], n.state[p.id] = nil, 0
 	clear(n.nodeOfReg[int(p.id)*len(n.regions) : int(p.id+1)*len(n.regions)])
+}
+
+// hosted returns hosted partition id, or an error saying that the request
+// (what) was refused because the partition has no replica here.
+func (n *Node) hosted(id partition.ID, what string) (*part, error) {
+	if p := n.part(id); p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("node %d: %s partition %d: not hosted here: %w", n.cfg.ID, what, id, failover.ErrRefused)
 }
 
 // part returns hosted partition id, or nil.

@@ -40,6 +40,9 @@ type Ready struct {
 	// selfReplies are this node's acceptor's replies to its own proposer,
 	// stepped by Advance once durable.
 	selfReplies []caspaxos.Message
+	// counted: the Ready counts in InFlight until Advance (drivers clear
+	// the fields they carried out, so emptiness cannot tell).
+	counted bool
 }
 
 // MustSync reports whether the Ready has writes to make durable.
@@ -79,6 +82,7 @@ func (n *Node) Ready() Ready {
 	rd.Messages = n.take(rd.Messages, n.outNow)
 	rd.Synced = n.take(rd.Synced, n.outSync)
 	if !rd.Empty() {
+		rd.counted = true
 		n.inflight++
 		n.stats.Readys++
 	}
@@ -143,7 +147,8 @@ func (rd *Ready) Read(st partition.Store) Reads {
 // Readys must be advanced in the order Ready handed them out.
 func (n *Node) Advance(rd *Ready, r Reads) []partition.Reply {
 	var out []partition.Reply
-	if !rd.Empty() {
+	if rd.counted {
+		rd.counted = false
 		n.inflight--
 	}
 	for i := range rd.Host {

@@ -169,9 +169,9 @@ func (n *Node) ClientError(now time.Duration, id partition.ID, r partition.Regio
 // Switchover asks for partition id's write region to move to target.
 func (n *Node) Switchover(now time.Duration, id partition.ID, target partition.Region, reason string) error {
 	n.now = now
-	p := n.part(id)
-	if p == nil {
-		return fmt.Errorf("node %d: switchover of partition %d: not hosted here: %w", n.cfg.ID, id, failover.ErrRefused)
+	p, err := n.hosted(id, "switchover of")
+	if err != nil {
+		return err
 	}
 	n.fed = true
 	return n.mgr.Switchover(now, p.name, target, reason)
@@ -193,9 +193,9 @@ func (n *Node) StopDrain(r partition.Region) {
 // SetPaused pauses or resumes automatic failover of partition id.
 func (n *Node) SetPaused(now time.Duration, id partition.ID, paused bool, reason string) error {
 	n.now = now
-	p := n.part(id)
-	if p == nil {
-		return fmt.Errorf("node %d: pause of partition %d: not hosted here: %w", n.cfg.ID, id, failover.ErrRefused)
+	p, err := n.hosted(id, "pause of")
+	if err != nil {
+		return err
 	}
 	n.fed = true
 	return n.mgr.SetPaused(now, p.name, paused, reason)

@@ -204,8 +204,10 @@ func (l *loop) finish(c *commit) error {
 		return c.err
 	}
 	l.inflight--
-	l.d.stats.Commits.Add(1)
-	l.d.stats.CommitNanos.Add(uint64(time.Since(c.start)))
+	if c.rd.MustSync() {
+		l.d.stats.Commits.Add(1)
+		l.d.stats.CommitNanos.Add(uint64(time.Since(c.start)))
+	}
 	l.advance(c)
 	return nil
 }
