@@ -53,8 +53,6 @@ type foRun struct {
 	gray  *foGrayState
 }
 
-func (r *foRun) now() time.Duration { return r.fw.now() }
-
 func (r *foRun) violation(kind, format string, args ...any) {
 	r.fw.e.viol.add(r.fw.now(), kind, format, args...)
 }

@@ -50,11 +50,6 @@ const (
 	// foPumpRounds bounds one node's driver loop: the cores converge in a
 	// few rounds; more means a core keeps asking for the same thing.
 	foPumpRounds = 64
-	// foRetryDelay is how long a client waits after a redirect or a
-	// failed attempt; foRequestTimeout is how long it waits for a reply.
-	foRetryDelay     = 200 * time.Millisecond
-	foRequestTimeout = 2 * time.Second
-	foMaxAttempts    = 200
 	// foCatchUpChecks bounds the partitions a catch-up poll looks at.
 	foCatchUpChecks = 8192
 	// foFsyncMin and foFsyncMax bound a simulated fsync.

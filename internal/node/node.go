@@ -60,11 +60,6 @@ type Node struct {
 	ops     map[caspaxos.RequestID]regOp
 	nextReq caspaxos.RequestID
 
-	// Local copies of the proposer's messages to this node's acceptor wait
-	// here for the acceptor's replies, which leave with the Ready that
-	// makes their records durable (selfReplies).
-	selfReplies []caspaxos.Message
-
 	// pending is what the next Ready hands out.
 	pending Ready
 	fed     bool

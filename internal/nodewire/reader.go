@@ -3,7 +3,6 @@ package nodewire
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 )
 
 // reader reads fields from a payload. The first failure sticks, so callers
@@ -90,16 +89,6 @@ func (r *reader) varint(field string) int64 {
 		v = ^v
 	}
 	return v
-}
-
-// u32 reads a uvarint that must fit 32 bits.
-func (r *reader) u32(field string) uint32 {
-	v := r.uvarint(field)
-	if r.err == nil && v > math.MaxUint32 {
-		r.fail("%s %d overflows 32 bits", field, v)
-		return 0
-	}
-	return uint32(v)
 }
 
 // count reads a count of items, refusing one above limit or one whose
