@@ -74,8 +74,8 @@ type Config struct {
 	GossipKey []byte
 	Insecure  bool
 
-	// NodeAddr (required), APIAddr and Version travel in the meta.
-	NodeAddr, APIAddr, Version string
+	// NodeAddr (required), APIAddr, DNSAddr and Version travel in the meta.
+	NodeAddr, APIAddr, DNSAddr, Version string
 
 	// Profile picks memberlist's timing set: ProfileLAN (default),
 	// ProfileWAN or ProfileLocal. Whatever the profile, Start sets the
@@ -238,7 +238,7 @@ func (c *Config) localMeta() Meta {
 	return Meta{
 		Cluster: c.Cluster, Name: c.Name, NodeID: c.NodeID,
 		Region: c.Region, Zone: c.Zone,
-		NodeAddr: c.NodeAddr, APIAddr: c.APIAddr, Version: c.Version,
+		NodeAddr: c.NodeAddr, APIAddr: c.APIAddr, DNSAddr: c.DNSAddr, Version: c.Version,
 	}
 }
 

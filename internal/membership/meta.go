@@ -8,13 +8,17 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// Node meta wire format, version 1 (all of it, in this order):
+// Node meta wire format, version 2 (all of it, in this order):
 //
 //	version  1 byte  (MetaVersion)
 //	node id  2 bytes (big endian, not zero)
 //	flags    1 byte  (bit 0: leaving; the other bits must be zero)
-//	then seven strings, each a 1-byte length and that many bytes of UTF-8:
-//	cluster, name, region, zone, node address, API address, version
+//	then eight strings, each a 1-byte length and that many bytes of UTF-8:
+//	cluster, name, region, zone, node address, API address, version,
+//	DNS address
+//
+// Version 2 added the DNS address: the agents that serve DNS watch every
+// partition's register, so the others must know which they are.
 //
 // The lengths are single bytes so every value has exactly one encoding:
 // what decodes re-encodes to the same bytes. Each string has its own bound
@@ -23,7 +27,7 @@ import (
 const (
 	// MetaVersion is the version byte this package writes and the only
 	// one it reads.
-	MetaVersion = 1
+	MetaVersion = 2
 
 	// MaxClusterBytes bounds Meta.Cluster (and Config.Cluster, which is
 	// also memberlist's label).
@@ -32,19 +36,20 @@ const (
 	MaxNameBytes = 64
 	// MaxRegionBytes bounds Meta.Region and Meta.Zone.
 	MaxRegionBytes = 64
-	// MaxAddrBytes bounds Meta.NodeAddr and Meta.APIAddr (host:port).
-	MaxAddrBytes = 96
+	// MaxAddrBytes bounds Meta.NodeAddr, APIAddr and DNSAddr (host:port):
+	// three of them must fit memberlist's 512-byte meta with the rest.
+	MaxAddrBytes = 72
 	// MaxVersionBytes bounds Meta.Version.
-	MaxVersionBytes = 32
+	MaxVersionBytes = 24
 
-	metaFixedBytes = 1 + 2 + 1 + 7 // version, node id, flags, seven length bytes
+	metaFixedBytes = 1 + 2 + 1 + 8 // version, node id, flags, eight length bytes
 
 	metaFlagLeaving = 1 << 0
 	metaFlagsKnown  = metaFlagLeaving
 
 	// MaxMetaBytes is the largest encoded Meta.
 	MaxMetaBytes = metaFixedBytes + MaxClusterBytes + MaxNameBytes +
-		2*MaxRegionBytes + 2*MaxAddrBytes + MaxVersionBytes
+		2*MaxRegionBytes + 3*MaxAddrBytes + MaxVersionBytes
 )
 
 // A valid Meta always fits memberlist's meta limit: this fails to compile
@@ -73,6 +78,9 @@ type Meta struct {
 	// NodeAddr is the node transport's host:port; APIAddr the client
 	// API's (may be empty).
 	NodeAddr, APIAddr string
+	// DNSAddr is the DNS server's host:port (empty: the node serves no
+	// DNS).
+	DNSAddr string
 	// Version is the fmnode version the node runs (may be empty).
 	Version string
 	// Leaving is set by Leave just before the node's leave broadcast, so
@@ -88,8 +96,8 @@ type metaField struct {
 	need  bool
 }
 
-func (m *Meta) fields() [7]metaField {
-	return [7]metaField{
+func (m *Meta) fields() [8]metaField {
+	return [8]metaField{
 		{"Cluster", &m.Cluster, MaxClusterBytes, true},
 		{"Name", &m.Name, MaxNameBytes, true},
 		{"Region", &m.Region, MaxRegionBytes, true},
@@ -97,6 +105,7 @@ func (m *Meta) fields() [7]metaField {
 		{"NodeAddr", &m.NodeAddr, MaxAddrBytes, true},
 		{"APIAddr", &m.APIAddr, MaxAddrBytes, false},
 		{"Version", &m.Version, MaxVersionBytes, false},
+		{"DNSAddr", &m.DNSAddr, MaxAddrBytes, false},
 	}
 }
 

@@ -13,6 +13,7 @@ func testMeta() Meta {
 		Cluster: "prod", Name: "n1", NodeID: 0x0102,
 		Region: "eu", Zone: "eu-a",
 		NodeAddr: "127.0.0.1:7000", APIAddr: "127.0.0.1:8000", Version: "v0.5.0",
+		DNSAddr: "127.0.0.1:8053",
 	}
 }
 
@@ -21,7 +22,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		Cluster: strings.Repeat("c", MaxClusterBytes), Name: strings.Repeat("n", MaxNameBytes),
 		NodeID: 0xffff, Region: strings.Repeat("r", MaxRegionBytes), Zone: strings.Repeat("z", MaxRegionBytes),
 		NodeAddr: strings.Repeat("a", MaxAddrBytes), APIAddr: strings.Repeat("b", MaxAddrBytes),
-		Version: strings.Repeat("v", MaxVersionBytes), Leaving: true,
+		Version: strings.Repeat("v", MaxVersionBytes), DNSAddr: strings.Repeat("d", MaxAddrBytes), Leaving: true,
 	}
 	minimal := Meta{Cluster: "c", Name: "n", NodeID: 1, Region: "r", NodeAddr: "h:1"}
 	for _, tc := range []struct {
@@ -30,7 +31,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		size int
 	}{
 		{"typical", testMeta(), 0},
-		{"minimal", minimal, 11 + 1 + 1 + 1 + 3},
+		{"minimal", minimal, 12 + 1 + 1 + 1 + 3},
 		{"leaving", Meta{Cluster: "c", Name: "n", NodeID: 1, Region: "r", NodeAddr: "h:1", Leaving: true}, 0},
 		{"largest", full, MaxMetaBytes},
 		{"utf8", Meta{Cluster: "ñ", Name: "ノード", NodeID: 7, Region: "région", NodeAddr: "[::1]:1"}, 0},
@@ -50,10 +51,10 @@ func TestMetaRoundTrip(t *testing.T) {
 }
 
 func TestMetaGolden(t *testing.T) {
-	m := Meta{Cluster: "c", Name: "n", NodeID: 0x0102, Region: "r", Zone: "z", NodeAddr: "a", APIAddr: "b", Version: "v"}
+	m := Meta{Cluster: "c", Name: "n", NodeID: 0x0102, Region: "r", Zone: "z", NodeAddr: "a", APIAddr: "b", Version: "v", DNSAddr: "d"}
 	b, err := m.MarshalBinary()
 	require.NoError(t, err)
-	require.Equal(t, []byte{1, 1, 2, 0, 1, 'c', 1, 'n', 1, 'r', 1, 'z', 1, 'a', 1, 'b', 1, 'v'}, b)
+	require.Equal(t, []byte{2, 1, 2, 0, 1, 'c', 1, 'n', 1, 'r', 1, 'z', 1, 'a', 1, 'b', 1, 'v', 1, 'd'}, b)
 	m.Leaving = true
 	b, err = m.MarshalBinary()
 	require.NoError(t, err)
@@ -76,6 +77,7 @@ func TestMetaEncodeRefuses(t *testing.T) {
 		{"long zone", func(m *Meta) { m.Zone = strings.Repeat("z", MaxRegionBytes+1) }, "Zone"},
 		{"long api", func(m *Meta) { m.APIAddr = strings.Repeat("a", MaxAddrBytes+1) }, "APIAddr"},
 		{"long version", func(m *Meta) { m.Version = strings.Repeat("v", MaxVersionBytes+1) }, "Version"},
+		{"long dns", func(m *Meta) { m.DNSAddr = strings.Repeat("d", MaxAddrBytes+1) }, "DNSAddr"},
 		{"bad utf8", func(m *Meta) { m.Region = "\xff" }, "Region"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,18 +100,19 @@ func TestDecodeMetaStrict(t *testing.T) {
 		want string
 	}{
 		{"nil", nil, "too short"},
-		{"version only", []byte{1}, "too short"},
-		{"no flags", []byte{1, 0, 1}, "too short"},
+		{"version only", []byte{2}, "too short"},
+		{"no flags", []byte{2, 0, 1}, "too short"},
 		{"unknown flag", with(func(b []byte) []byte { b[3] = 2; return b }), "flags: unknown flags 0x2"},
-		{"unknown version", with(func(b []byte) []byte { b[0] = 2; return b }), "unknown version 2"},
+		{"unknown version", with(func(b []byte) []byte { b[0] = 3; return b }), "unknown version 3"},
+		{"version 1", with(func(b []byte) []byte { b[0] = 1; return b }), "unknown version 1"},
 		{"version zero", with(func(b []byte) []byte { b[0] = 0; return b }), "unknown version 0"},
 		{"zero id", with(func(b []byte) []byte { b[1], b[2] = 0, 0; return b }), "NodeID"},
 		{"trailing byte", append(bytes.Clone(good), 0), "1 trailing bytes"},
-		{"truncated", good[:len(good)-1], "Version: truncated"},
+		{"truncated", good[:len(good)-1], "DNSAddr: truncated"},
 		{"missing field", good[:4], "Cluster: missing"},
-		{"oversized cluster", append([]byte{1, 0, 1, 0, MaxClusterBytes + 1}, bytes.Repeat([]byte("c"), MaxClusterBytes+1)...), "Cluster: 65 bytes exceed 64"},
-		{"empty name", []byte{1, 0, 1, 0, 1, 'c', 0, 1, 'r', 0, 1, 'a', 0, 0}, "Name: required"},
-		{"bad utf8", []byte{1, 0, 1, 0, 1, 'c', 1, 'n', 1, 0xff, 0, 1, 'a', 0, 0}, "Region: not valid UTF-8"},
+		{"oversized cluster", append([]byte{2, 0, 1, 0, MaxClusterBytes + 1}, bytes.Repeat([]byte("c"), MaxClusterBytes+1)...), "Cluster: 65 bytes exceed 64"},
+		{"empty name", []byte{2, 0, 1, 0, 1, 'c', 0, 1, 'r', 0, 1, 'a', 0, 0, 0}, "Name: required"},
+		{"bad utf8", []byte{2, 0, 1, 0, 1, 'c', 1, 'n', 1, 0xff, 0, 1, 'a', 0, 0, 0}, "Region: not valid UTF-8"},
 		{"over limit", bytes.Repeat([]byte{1}, MaxMetaBytes+1), "exceed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
