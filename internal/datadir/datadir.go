@@ -19,10 +19,11 @@ const (
 	IdentityName   = "IDENTITY"
 	AcceptorName   = "acceptor.db"
 	PartitionsName = "partitions"
-	identityTemp   = IdentityName + ".tmp"
 	dirMode        = 0o700
 	fileMode       = 0o600
 	maxPIDBytes    = 32
+	// identityTemp is durable.WriteFile's temporary name for IDENTITY.
+	identityTemp = IdentityName + ".tmp"
 )
 
 // Options tunes Open. The zero value fails at once on a busy lock.
@@ -166,8 +167,8 @@ func (d *Dir) advanceBoot(want Identity) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := writeDurable(d.path, IdentityName, identityTemp, enc); err != nil {
-		return 0, err
+	if err := durable.WriteFile(d.path, IdentityName, enc, fileMode); err != nil {
+		return 0, fmt.Errorf("datadir: %w", err)
 	}
 	return boot, nil
 }
@@ -203,33 +204,6 @@ func readBounded(path string) ([]byte, error) {
 		return nil, fmt.Errorf("datadir: read %s: %w", path, err)
 	}
 	return b, nil
-}
-
-// writeDurable replaces dir/name with data: written to dir/tmp, synced,
-// renamed over name, and the directory synced, so that after a crash
-// dir/name is either the old file or the new one, whole.
-func writeDurable(dir, name, tmp string, data []byte) error {
-	tmpPath, path := filepath.Join(dir, tmp), filepath.Join(dir, name)
-	f, err := os.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
-	if err != nil {
-		return fmt.Errorf("datadir: create %s: %w", tmpPath, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(tmpPath)
-		return fmt.Errorf("datadir: write %s: %w", tmpPath, err)
-	}
-	if err := os.Rename(tmpPath, path); err != nil {
-		_ = os.Remove(tmpPath)
-		return fmt.Errorf("datadir: rename %s to %s: %w", tmpPath, path, err)
-	}
-	return syncDir(dir)
 }
 
 // mkdirDurable creates dir and its missing ancestors (mode 0700),

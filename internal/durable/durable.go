@@ -51,3 +51,32 @@ func MkdirAll(dir string, perm os.FileMode) error {
 	}
 	return nil
 }
+
+// WriteFile replaces dir/name with data (mode perm): written to
+// dir/name.tmp, synced, renamed over name, and the directory synced, so
+// that after a crash dir/name is either the old file or the new one,
+// whole.
+func WriteFile(dir, name string, data []byte, perm os.FileMode) error {
+	path := filepath.Join(dir, name)
+	tmpPath := path + ".tmp"
+	f, err := os.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmpPath, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmpPath)
+		return fmt.Errorf("write %s: %w", tmpPath, err)
+	}
+	if err := os.Rename(tmpPath, path); err != nil {
+		_ = os.Remove(tmpPath)
+		return fmt.Errorf("rename %s to %s: %w", tmpPath, path, err)
+	}
+	return SyncDir(dir)
+}

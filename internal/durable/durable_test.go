@@ -28,3 +28,15 @@ func TestSyncDirMissing(t *testing.T) {
 	require.Error(t, SyncDir(filepath.Join(t.TempDir(), "missing")))
 	require.NoError(t, SyncDir(t.TempDir()))
 }
+
+func TestWriteFileReplacesWhole(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, WriteFile(dir, "f", []byte("one"), 0o600))
+	require.NoError(t, WriteFile(dir, "f", []byte("two"), 0o600))
+	b, err := os.ReadFile(filepath.Join(dir, "f"))
+	require.NoError(t, err)
+	require.Equal(t, "two", string(b))
+	_, err = os.Stat(filepath.Join(dir, "f.tmp"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.Error(t, WriteFile(filepath.Join(dir, "missing"), "f", nil, 0o600))
+}
