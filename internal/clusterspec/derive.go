@@ -12,11 +12,8 @@ import (
 
 // The register's acceptor set.
 const (
-	// MaxAllAcceptors: a cluster of at most this many nodes makes every
-	// node an acceptor.
-	MaxAllAcceptors = 9
-	// AcceptorsPerRegion: a larger cluster takes at most this many
-	// acceptors from each region.
+	// AcceptorsPerRegion: the register takes at most this many acceptors
+	// from each region.
 	AcceptorsPerRegion = 3
 )
 
@@ -69,28 +66,22 @@ func (s Spec) FailoverNodes() []failover.Node {
 	return out
 }
 
-// Acceptors are the register's acceptors, in id order: every node of a
-// cluster of at most MaxAllAcceptors, else the AcceptorsPerRegion nodes
-// of lowest id in each region. Every CAS costs a round trip to every
-// acceptor (a majority decides, but the proposer sends to all), so a
-// large cluster does not make each node one; taking at most as many from
-// each region bounds what the loss of one region takes from the majority.
-// Lowest id because every agent must compute the same set from the spec
-// alone, and the first nodes of a region are the ones recorded at init.
+// Acceptors are the register's acceptors, in id order: the
+// AcceptorsPerRegion nodes of lowest id in each region. Every CAS costs a
+// round trip to every acceptor (a majority decides, but the proposer sends
+// to all), so a large cluster does not make each node one; and taking at
+// most as many from each region bounds what the loss of one region takes
+// from the majority (all nodes of a 5/2/2 cluster would lose the majority
+// with the big region; 3/2/2 keeps it). Lowest id because every agent
+// must compute the same set from the spec alone.
 func (s Spec) Acceptors() []failover.NodeID {
 	var out []failover.NodeID
-	if len(s.Nodes) <= MaxAllAcceptors {
-		for _, n := range s.Nodes {
-			out = append(out, failover.NodeID(n.ID))
-		}
-	} else {
-		for _, r := range s.Regions {
-			for i, n := range s.RegionNodes(r) {
-				if i == AcceptorsPerRegion {
-					break
-				}
-				out = append(out, failover.NodeID(n.ID))
+	for _, r := range s.Regions {
+		for i, n := range s.RegionNodes(r) {
+			if i == AcceptorsPerRegion {
+				break
 			}
+			out = append(out, failover.NodeID(n.ID))
 		}
 	}
 	slices.Sort(out)
