@@ -73,6 +73,12 @@ func (l *loop) run(ctx context.Context) error {
 	d := l.d
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	// The cores arm their timers in Tick and Ready: without this first
+	// round the loop would wait for an outside event before its first
+	// heartbeat, and a cluster whose nodes all start this way waits
+	// forever.
+	d.n.Tick(d.cfg.Clock())
+	l.issue()
 	for {
 		wait := time.Hour
 		if t, ok := d.n.NextDeadline(); ok {
