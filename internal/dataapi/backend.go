@@ -31,14 +31,16 @@ type PartitionerFunc func(key []byte) partition.ID
 // Partition implements Partitioner.
 func (f PartitionerFunc) Partition(key []byte) partition.ID { return f(key) }
 
-// hashPartitioner is the routing SDK's HashPartitioner over byte keys.
-type hashPartitioner struct{ h routing.HashPartitioner }
+// hashPartitioner is the routing SDK's OneBasedHashPartitioner over byte
+// keys.
+type hashPartitioner struct{ h routing.OneBasedHashPartitioner }
 
-// NewHashPartitioner returns the routing SDK's partitioner over n
-// partitions (routing.HashPartitioner: FNV-1a of the key modulo n), so the
-// server and the SDK map every key alike.
+// NewHashPartitioner returns the routing SDK's partitioner over
+// partitions 1..n (routing.OneBasedHashPartitioner: FNV-1a of the key
+// modulo n, plus one: partition ids start at 1), so the server and the SDK
+// (txtdns/kv's default) map every key alike.
 func NewHashPartitioner(n uint32) (Partitioner, error) {
-	h, err := routing.NewHashPartitioner(n)
+	h, err := routing.NewOneBasedHashPartitioner(n)
 	if err != nil {
 		return nil, fmt.Errorf("dataapi: %w", err)
 	}

@@ -17,7 +17,7 @@
 // partition.DefaultMaxKeyBytes, 1 KiB); the value is at most
 // Config.MaxOpBytes minus the key (default partition.DefaultMaxOpBytes,
 // 256 KiB). The partition is Config.Partitioner's, by default the routing
-// SDK's hash (NewHashPartitioner), so server and SDK agree.
+// SDK's one-based hash (NewHashPartitioner: partitions are 1..n), so server and SDK agree.
 //
 // # Request headers
 //

@@ -15,7 +15,7 @@ import (
 func TestHashPartitionerIsTheSDKs(t *testing.T) {
 	p, err := NewHashPartitioner(7)
 	require.NoError(t, err)
-	sdk, err := routing.NewHashPartitioner(7)
+	sdk, err := routing.NewOneBasedHashPartitioner(7)
 	require.NoError(t, err)
 	for _, k := range []string{"", "a", "user/42", strings.Repeat("x", 300)} {
 		assert.Equal(t, partition.ID(sdk.Partition(k)), p.Partition([]byte(k)), k)

@@ -102,6 +102,15 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout, err = durBound("Timeout", cfg.Timeout, DefaultTimeout, MaxTimeout); err != nil {
 		return nil, err
 	}
+	if cfg.Routing.Partitioner == nil && cfg.Routing.PartitionCount > 0 {
+		// fmnode's partitions are 1..n: the agents map keys with the
+		// same one-based hash (dataapi.NewHashPartitioner).
+		hp, err := routing.NewOneBasedHashPartitioner(cfg.Routing.PartitionCount)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Routing: %w", ErrInvalidConfig, err)
+		}
+		cfg.Routing.Partitioner, cfg.Routing.PartitionCount = hp, 0
+	}
 	rc, err := routing.New(cfg.Routing)
 	if err != nil {
 		return nil, fmt.Errorf("%w: Routing: %w", ErrInvalidConfig, err)

@@ -191,7 +191,7 @@ func TestFailoverMidStream(t *testing.T) {
 				assert.True(t, found)
 				assert.Equal(t, v, got)
 			}
-			for p := range uint32(parts) {
+			for p := uint32(1); p <= parts; p++ {
 				e, ok := w.client.Routing().Cache().Get(p)
 				require.True(t, ok)
 				assert.Equal(t, uint64(2), e.Epoch, "partition %d", p)

@@ -33,7 +33,7 @@ func fakeAgent(t *testing.T, h http.HandlerFunc) (*kv.Client, *atomic.Int64) {
 	require.NoError(t, err)
 	_, err = pub.SetRegions(txtdns.RegionInfo{Region: "a", ConfigVersion: 1, Endpoints: []string{srv.Listener.Addr().String()}})
 	require.NoError(t, err)
-	for p := range uint32(parts) {
+	for p := uint32(1); p <= parts; p++ {
 		_, err = pub.Apply(txtdns.Route{Partition: p, Epoch: 1, WriteRegion: "a", Priority: []string{"a"}, ConfigVersion: 1})
 		require.NoError(t, err)
 	}
@@ -79,10 +79,10 @@ const key = "k"
 // How every kind of answer maps, and whether it is retried (3 requests:
 // MaxAttempts) or not (1).
 func TestResponseMapping(t *testing.T) {
-	hp, err := routing.NewHashPartitioner(parts)
+	hp, err := routing.NewOneBasedHashPartitioner(parts)
 	require.NoError(t, err)
 	p := hp.Partition(key)
-	other := strconv.Itoa(int((p + 1) % parts))
+	other := strconv.Itoa(int(p%parts + 1))
 	isAPI := func(status int, code string) func(*testing.T, error) {
 		return func(t *testing.T, err error) {
 			var ae *kv.APIError
@@ -312,7 +312,7 @@ func TestBadEndpointRecord(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pub.SetRegions(txtdns.RegionInfo{Region: "a", ConfigVersion: 1, Endpoints: []string{"127.0.0.1:1/x"}})
 	require.NoError(t, err)
-	_, err = pub.Apply(txtdns.Route{Partition: 0, Epoch: 1, WriteRegion: "a", Priority: []string{"a"}, ConfigVersion: 1})
+	_, err = pub.Apply(txtdns.Route{Partition: 1, Epoch: 1, WriteRegion: "a", Priority: []string{"a"}, ConfigVersion: 1})
 	require.NoError(t, err)
 	c, err := kv.New(kv.Config{Routing: routing.Config{Zone: zone, Resolver: routing.AuthorityResolver{Authority: pub},
 		PartitionCount: 1, MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond}, Scheme: "http"})

@@ -107,7 +107,7 @@ func (w *world) publish(t testing.TB, epoch uint64, writeRegion string) {
 	t.Helper()
 	routes := make([]txtdns.Route, parts)
 	for p := range routes {
-		routes[p] = txtdns.Route{Partition: uint32(p), Epoch: epoch, WriteRegion: writeRegion, Priority: w.names, ConfigVersion: 1}
+		routes[p] = txtdns.Route{Partition: uint32(p + 1), Epoch: epoch, WriteRegion: writeRegion, Priority: w.names, ConfigVersion: 1}
 	}
 	_, err := w.pub.Apply(routes...)
 	require.NoError(t, err)

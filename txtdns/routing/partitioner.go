@@ -35,3 +35,23 @@ func (h HashPartitioner) Partition(key string) uint32 {
 
 // Partitions implements Partitioner.
 func (h HashPartitioner) Partitions() uint32 { return h.n }
+
+// OneBasedHashPartitioner is HashPartitioner shifted up by one: fmnode
+// numbers its partitions 1..n (0 is no partition), so its agents and its
+// clients map a key to FNV-1a modulo n, plus one. Partitions is n+1, so
+// that every id it returns is below it.
+type OneBasedHashPartitioner struct{ h HashPartitioner }
+
+// NewOneBasedHashPartitioner returns a partitioner over partitions 1..n.
+func NewOneBasedHashPartitioner(n uint32) (OneBasedHashPartitioner, error) {
+	if n == 0 || n == ^uint32(0) {
+		return OneBasedHashPartitioner{}, configErr("PartitionCount", "must be in 1..%d", ^uint32(0)-1)
+	}
+	return OneBasedHashPartitioner{h: HashPartitioner{n: n}}, nil
+}
+
+// Partition implements Partitioner.
+func (o OneBasedHashPartitioner) Partition(key string) uint32 { return o.h.Partition(key) + 1 }
+
+// Partitions implements Partitioner.
+func (o OneBasedHashPartitioner) Partitions() uint32 { return o.h.n + 1 }
