@@ -52,6 +52,9 @@ func commands() map[string]command {
 		"sim":      {summary: "run the deterministic simulator on the real cores (fmnode sim --help)", run: runSim},
 		"bench":    {summary: "run a benchmark and print JSON (fmnode bench cas|...)", run: runBench},
 		"acceptor": {summary: "serve a CASPaxos acceptor over TCP", run: runAcceptor},
+		"agent":    {summary: "run the fmnode daemon (fmnode agent --config node.yaml)", run: runAgent},
+		"init":     {summary: "write the cluster spec through a running agent", run: runInit},
+		"config":   {summary: "read or change the cluster spec (fmnode config get|set)", run: runConfig},
 	}
 }
 

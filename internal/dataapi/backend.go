@@ -33,7 +33,9 @@ func (f PartitionerFunc) Partition(key []byte) partition.ID { return f(key) }
 
 // hashPartitioner is the routing SDK's OneBasedHashPartitioner over byte
 // keys.
-type hashPartitioner struct{ h routing.OneBasedHashPartitioner }
+type hashPartitioner struct {
+	h routing.OneBasedHashPartitioner
+}
 
 // NewHashPartitioner returns the routing SDK's partitioner over
 // partitions 1..n (routing.OneBasedHashPartitioner: FNV-1a of the key
