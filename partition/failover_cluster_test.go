@@ -104,6 +104,41 @@ func TestFailoverMovesFalseProgressToConflicts(t *testing.T) {
 	}
 }
 
+// TestQuietFailoverMovesFalseProgressToConflicts: as above, but the new
+// write region takes no writes. The returning old write region must still
+// set its false progress aside at the new epoch's first heartbeat: before
+// the fix it kept it in the log as progress until an op of the new epoch
+// overwrote it, which in a quiet partition is never.
+func TestQuietFailoverMovesFalseProgressToConflicts(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	require.NoError(t, c.Create(1, partition.Spec{Level: partition.LevelOf(partition.Strong), Quorum: partition.SampleQuorum("a"), Epoch: 1}))
+	c.RunFor(10 * time.Millisecond)
+	for i := 1; i <= 5; i++ {
+		mustWrite(t, c, "a", 1, 1, partition.ClientRef(i), fmt.Sprintf("k%d", i), "v")
+	}
+	c.RunFor(300 * time.Millisecond)
+	c.Isolate("a")
+	for i := 6; i <= 8; i++ {
+		c.Write("a", partition.WriteRequest{Partition: 1, Epoch: 1, Ref: partition.ClientRef(i), Key: []byte("k"), Value: []byte(fmt.Sprintf("lost%d", i))})
+	}
+	c.RunFor(100 * time.Millisecond)
+	require.Equal(t, partition.LSN(8), progressOf(t, c, "a", 1).LastLSN)
+	require.Equal(t, partition.LSN(5), failover(t, c, 1, 2, "b", "b", "c"))
+	c.Heal()
+	c.RunFor(time.Second)
+	require.NoError(t, c.Violation())
+	pa := progressOf(t, c, "a", 1)
+	require.Equal(t, partition.Epoch(2), pa.Epoch)
+	require.Equal(t, partition.LSN(5), pa.LastLSN, "false progress still in the log: %s", fmtProgress(pa))
+	conf, err := c.Store("a").Conflicts(1, partition.Token{}, 100)
+	require.NoError(t, err)
+	require.Len(t, conf, 3, "false progress not recorded")
+	for i, cr := range conf {
+		require.Equal(t, partition.LSN(6+i), cr.Op.LSN)
+		require.Equal(t, partition.Epoch(2), cr.RemovedAt)
+	}
+}
+
 // TestSnapshotCatchUp: a replica down while the log is compacted past
 // what it has catches up by snapshot, then by log.
 func TestSnapshotCatchUp(t *testing.T) {

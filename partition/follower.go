@@ -144,6 +144,21 @@ func (r *Replica) onAppend(now time.Duration, m *Message) {
 		r.h.send(resp)
 		return
 	}
+	if len(m.Entries) == 0 && m.LeaderLast == prev && r.last > prev && r.lastEpoch < m.Epoch {
+		// The write region of m.Epoch held nothing after prev when it
+		// built this (its epoch began at or below prev), and every op we
+		// hold after prev is of an older epoch: false progress it can
+		// never replicate. Set it aside now, into the conflict record,
+		// rather than when the next op of the epoch overwrites it: a
+		// quiet partition would otherwise keep it in the log, reported
+		// as progress, indefinitely.
+		if !r.truncateLog(prev, ConflictOverwrite) {
+			r.enterNeedSnapshot("false progress cannot be truncated (compacted or below the undo floor)")
+			resp.NeedSnapshot = true
+			r.h.send(resp)
+			return
+		}
+	}
 	verifiedBefore := r.verified
 	for i := range m.Entries {
 		e := m.Entries[i]
