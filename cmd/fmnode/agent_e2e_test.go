@@ -1,0 +1,468 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/internal/agent"
+	"github.com/fmnode/fmnode/internal/certs"
+	"github.com/fmnode/fmnode/internal/proctest"
+	"github.com/fmnode/fmnode/txtdns/kv"
+	"github.com/fmnode/fmnode/txtdns/routing"
+)
+
+// e2eCluster is a cluster of real `fmnode agent` processes on loopback,
+// with mutual TLS, as an operator would run it.
+type e2eCluster struct {
+	t      *testing.T
+	bin    string
+	dir    string
+	ca     certs.CA
+	client *http.Client // holds the client certificate
+	tlsCfg *tls.Config
+	nodes  []*e2eNode
+	env    []string
+}
+
+type e2eNode struct {
+	name, region   string
+	id             int
+	cfgPath        string
+	dataDir        string
+	api, dns, node string
+	proc           *proctest.Proc
+}
+
+var e2eRegions = []string{"east", "north", "west"}
+
+// newE2ECluster writes certificates and one config per node (node 2, in
+// north, serves DNS) and starts nothing yet.
+func newE2ECluster(t *testing.T, nodes int) *e2eCluster {
+	c := &e2eCluster{t: t, bin: proctest.Build(t, "github.com/fmnode/fmnode/cmd/fmnode"), dir: t.TempDir()}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FMNODE_") {
+			c.env = append(c.env, kv)
+		}
+	}
+	var err error
+	c.ca, err = certs.CreateCA(filepath.Join(c.dir, "ca"), certs.CAOptions{CommonName: "fmnode e2e CA"})
+	require.NoError(t, err)
+	cl, err := certs.CreateClient(c.ca, filepath.Join(c.dir, "client"), certs.ClientOptions{Name: "e2e"})
+	require.NoError(t, err)
+	c.tlsCfg, err = certs.ClientTLS(cl.CertFile, cl.KeyFile, cl.CAFile, "")
+	require.NoError(t, err)
+	c.client = &http.Client{Transport: &http.Transport{TLSClientConfig: c.tlsCfg}, Timeout: 30 * time.Second}
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	ports := proctest.FreePorts(t, 4*nodes)
+	for i := 1; i <= nodes; i++ {
+		p := ports[(i-1)*4:]
+		n := &e2eNode{name: fmt.Sprintf("n%d", i), id: i, region: e2eRegions[(i-1)%len(e2eRegions)],
+			api: fmt.Sprintf("127.0.0.1:%d", p[1]), node: fmt.Sprintf("127.0.0.1:%d", p[0])}
+		nd := filepath.Join(c.dir, n.name)
+		n.dataDir = filepath.Join(nd, "data")
+		is, err := certs.CreateNode(c.ca, filepath.Join(nd, "tls"), certs.NodeOptions{Name: n.name, Hosts: []string{"127.0.0.1", "localhost"}})
+		require.NoError(t, err)
+		var b strings.Builder
+		fmt.Fprintf(&b, "name: %s\nnode_id: %d\nregion: %s\nzone: %s-a\ncluster: e2e\ndata_dir: data\n", n.name, i, n.region, n.region)
+		fmt.Fprintf(&b, "bind:\n  node_addr: %s\n  api_addr: %s\n  gossip_addr: 127.0.0.1:%d\n", n.node, n.api, p[2])
+		if i == 2 {
+			n.dns = fmt.Sprintf("127.0.0.1:%d", p[3])
+			fmt.Fprintf(&b, "  dns_addr: %s\ndns:\n  zone: fm.e2e.\n  ttl: 1s\n", n.dns)
+		}
+		if i != 1 {
+			fmt.Fprintf(&b, "retry_join: [\"127.0.0.1:%d\"]\n", ports[2])
+		}
+		fmt.Fprintf(&b, "gossip_key: %s\ntls:\n  cert_file: %s\n  key_file: %s\n  ca_file: %s\nshutdown_timeout: 10s\n",
+			base64.StdEncoding.EncodeToString(key), is.CertFile, is.KeyFile, is.CAFile)
+		n.cfgPath = filepath.Join(nd, "node.yaml")
+		require.NoError(t, os.WriteFile(n.cfgPath, []byte(b.String()), 0o600))
+		c.nodes = append(c.nodes, n)
+	}
+	return c
+}
+
+func (c *e2eCluster) start(n *e2eNode) {
+	n.proc = proctest.Start(c.t, proctest.ProcSpec{Name: n.name, Path: c.bin, Args: []string{"agent", "--config", n.cfgPath},
+		Env: c.env, LogFile: filepath.Join(c.dir, n.name, fmt.Sprintf("agent-%d.log", time.Now().UnixNano()))})
+}
+
+// run runs one fmnode admin command to completion and returns its stdout.
+func (c *e2eCluster) run(args ...string) (string, int) {
+	p := proctest.Start(c.t, proctest.ProcSpec{Name: args[0], Path: c.bin, Args: args, Env: c.env})
+	code, err := p.Wait(2 * time.Minute)
+	require.NoError(c.t, err, p.Tail())
+	return p.Tail(), code
+}
+
+func (c *e2eCluster) adminArgs(n *e2eNode) []string {
+	cl := filepath.Join(c.dir, "client")
+	return []string{"--addr", n.api, "--ca-file", filepath.Join(cl, "ca.crt"),
+		"--cert-file", filepath.Join(cl, certs.ClientCertFile("e2e")), "--key-file", filepath.Join(cl, certs.ClientKeyFile("e2e"))}
+}
+
+func (c *e2eCluster) waitUp(n *e2eNode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(c.t, proctest.WaitHTTP(ctx, "https://"+n.api+agent.PathHealthz, c.client), "%s never answered:\n%s", n.name, n.proc.Tail())
+}
+
+func (c *e2eCluster) waitReady(n *e2eNode, within time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	require.NoError(c.t, proctest.WaitHTTP(ctx, "https://"+n.api+agent.PathReadyz, c.client), "%s never became ready:\n%s", n.name, n.proc.Tail())
+}
+
+func (c *e2eCluster) status(n *e2eNode) (agent.NodeStatus, error) {
+	var st agent.NodeStatus
+	resp, err := c.client.Get("https://" + n.api + agent.PathPartitions)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("%s: %d %s", n.name, resp.StatusCode, b)
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+// TestAgentEndToEnd runs three `fmnode agent` processes (one per region)
+// from the built binary, with mutual TLS on loopback: init, writes and
+// reads at each consistency level through the Go client, kill -9 of the
+// write region's agent (failover within lease + drift + 1 s, nothing
+// acknowledged lost), its restart (false progress in the conflict record,
+// catch-up by delta), and a peer without a cluster certificate refused.
+func TestAgentEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real agent processes")
+	}
+	c := newE2ECluster(t, 3)
+	for _, n := range c.nodes {
+		c.start(n)
+	}
+	for _, n := range c.nodes {
+		c.waitUp(n)
+	}
+	east, north, west := c.nodes[0], c.nodes[1], c.nodes[2]
+
+	const parts = 6
+	out, code := c.run(append([]string{"init"}, append(c.adminArgs(west), "--partitions", fmt.Sprint(parts), "--profile", "fast",
+		"--regions", "east,north,west", "--expect-nodes", "3", "--wait", "60s")...)...)
+	require.Equal(t, 0, code, out)
+	out, code = c.run(append([]string{"init"}, append(c.adminArgs(north), "--partitions", "6")...)...)
+	require.NotEqual(t, 0, code, "a second init must fail: %s", out)
+	require.Contains(t, out, "already_initialized")
+	for _, n := range c.nodes {
+		c.waitReady(n, 60*time.Second)
+	}
+
+	res, err := routing.NewDNSResolver(routing.DNSResolverConfig{Servers: []string{north.dns}})
+	require.NoError(t, err)
+	cl, err := kv.New(kv.Config{HTTP: &http.Client{Transport: &http.Transport{TLSClientConfig: c.tlsCfg}},
+		Routing: routing.Config{Zone: "fm.e2e.", Resolver: res, PartitionCount: parts}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// Writes and reads at every consistency level.
+	var mu sync.Mutex
+	acked := map[string]string{}
+	put := func(key, val string) error {
+		err := cl.Put(ctx, key, []byte(val))
+		if err == nil {
+			mu.Lock()
+			acked[key] = val
+			mu.Unlock()
+		}
+		return err
+	}
+	for k := 0; k < 30; k++ {
+		key := fmt.Sprintf("key-%d", k)
+		require.Eventually(t, func() bool { return put(key, "v1") == nil }, 30*time.Second, 50*time.Millisecond, "put %s", key)
+	}
+	sess := cl.NewSession()
+	require.NoError(t, sess.Put(ctx, "session-key", []byte("mine")))
+	v, found, err := sess.Get(ctx, "session-key", routing.ConsistencySession)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, "mine", string(v), "read-your-writes")
+	for _, lvl := range []routing.Consistency{routing.ConsistencyStrong, routing.ConsistencyBoundedStaleness, routing.ConsistencySession, routing.ConsistencyEventual} {
+		require.Eventually(t, func() bool {
+			v, found, err := cl.Get(ctx, "key-1", lvl)
+			return err == nil && found && string(v) == "v1"
+		}, 10*time.Second, 50*time.Millisecond, "read at %v", lvl)
+	}
+
+	// Every partition's write region is east (the preferred region).
+	st, err := c.status(east)
+	require.NoError(t, err)
+	require.Len(t, st.Partitions, parts)
+	for _, p := range st.Partitions {
+		require.Equal(t, "east", p.WriteRegion, "partition %d", p.ID)
+	}
+
+	// Phase A: kill -9 the write region's agent. Every partition gets a
+	// new write region in a new epoch, as the surviving agents report it.
+	east.proc.Kill()
+	killed := time.Now()
+	prof := failover.FastConfig()
+	bound := prof.LeaseDuration + prof.MaxClockDrift + time.Second
+	var took time.Duration
+	require.Eventually(t, func() bool {
+		leaders := c.leaders(north, west)
+		took = time.Since(killed)
+		return len(leaders) == parts
+	}, 30*time.Second, 20*time.Millisecond, "the partitions did not fail over")
+	t.Logf("every partition failed over %v after kill -9 of the write region's agent (bound %v)", took.Round(time.Millisecond), bound)
+	require.LessOrEqual(t, took, bound, "failover slower than lease + drift + 1 s")
+	c.checkAcked(ctx, cl, &mu, acked)
+	require.Eventually(t, func() bool { return put("after-failover", "y") == nil }, 30*time.Second, 50*time.Millisecond)
+
+	// east comes back and catches up from the log (no snapshot).
+	c.start(east)
+	c.waitReady(east, 60*time.Second)
+	c.waitCaughtUp(east, c.nodes)
+
+	// Phase B, false progress: freeze the new write region's followers,
+	// send it strong writes it appends but cannot commit, kill -9 it, and
+	// kill -9 the frozen followers too (their unread sockets held the
+	// appends). They restart from their disks and fail over without those
+	// writes; when the old write region returns, they are its false
+	// progress and must go to its conflict record.
+	leaders := c.leaders(c.nodes...)
+	wr := c.byName(mostCommon(leaders))
+	var followers []*e2eNode
+	for _, n := range c.nodes {
+		if n != wr {
+			followers = append(followers, n)
+			require.NoError(t, n.proc.Signal(syscall.SIGSTOP))
+		}
+	}
+	wst, err := c.status(wr)
+	require.NoError(t, err)
+	epochOf := map[uint32]uint64{}
+	for _, p := range wst.Partitions {
+		epochOf[p.ID] = p.Epoch
+	}
+	hp, err := routing.NewOneBasedHashPartitioner(parts)
+	require.NoError(t, err)
+	var pending sync.WaitGroup
+	raw := &http.Client{Transport: &http.Transport{TLSClientConfig: c.tlsCfg}, Timeout: 5 * time.Second}
+	for k := 0; k < 12; k++ {
+		pending.Add(1)
+		go func(k int) {
+			defer pending.Done()
+			key := fmt.Sprintf("doomed-%d", k)
+			req, err := http.NewRequest(http.MethodPut, "https://"+wr.api+"/v1/kv/"+key, strings.NewReader("x"))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Fm-Epoch", fmt.Sprint(epochOf[hp.Partition(key)]))
+			if resp, err := raw.Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusNoContent {
+					mu.Lock()
+					acked[key] = "x" // it must not be (no quorum), but if it is, it must survive
+					mu.Unlock()
+				}
+			}
+		}(k)
+	}
+	time.Sleep(500 * time.Millisecond)
+	wr.proc.Kill()
+	for _, n := range followers {
+		n.proc.Kill()
+	}
+	pending.Wait()
+	for _, n := range followers {
+		c.start(n)
+	}
+	for _, n := range followers {
+		c.waitReady(n, 60*time.Second)
+	}
+	require.Eventually(t, func() bool {
+		ls := c.leaders(followers...)
+		if len(ls) != parts {
+			return false
+		}
+		for _, l := range ls {
+			if l == wr.name {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "no failover after the write region's agent died with false progress: %s", c.explain(followers...))
+	c.start(wr)
+	c.waitReady(wr, 60*time.Second)
+	conflicts := c.waitCaughtUp(wr, c.nodes)
+	t.Logf("%s caught up; %d operations of its false progress are in its conflict record", wr.name, conflicts)
+	require.Positive(t, conflicts, "%s appended writes it could not commit: they must be in its conflict record", wr.name)
+	c.checkAcked(ctx, cl, &mu, acked)
+	for _, n := range c.nodes {
+		s, err := c.status(n)
+		require.NoError(t, err)
+		require.Zero(t, s.Snapshots, "%s sent a snapshot: the returning agents should catch up by delta", n.name)
+	}
+
+	// A peer without a cluster certificate is refused, on the API and on
+	// the node transport.
+	foreign, err := certs.CreateCA(filepath.Join(c.dir, "foreign-ca"), certs.CAOptions{CommonName: "foreign"})
+	require.NoError(t, err)
+	fc, err := certs.CreateNode(foreign, filepath.Join(c.dir, "foreign"), certs.NodeOptions{Name: "intruder", Hosts: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	pair, err := tls.LoadX509KeyPair(fc.CertFile, fc.KeyFile)
+	require.NoError(t, err)
+	for _, addr := range []string{north.api, north.node} {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{Certificates: []tls.Certificate{pair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
+		if err == nil {
+			// TLS 1.3 reports the server's refusal of the client
+			// certificate at the first read.
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err = conn.Read(make([]byte, 1))
+			conn.Close()
+		}
+		require.Error(t, err, "%s accepted a certificate the cluster CA did not sign", addr)
+		require.NotContains(t, err.Error(), "i/o timeout", "%s did not refuse the foreign certificate", addr)
+	}
+
+	// SIGTERM: a graceful stop, exit 0 within the bound.
+	for _, n := range c.nodes {
+		code, err := n.proc.Stop(15 * time.Second)
+		require.NoError(t, err, n.proc.Tail())
+		require.Equal(t, 0, code, n.proc.Tail())
+	}
+}
+
+// leaders maps each partition to the agent (of nodes) that leads it in
+// an epoch after the first, as that agent reports it.
+func (c *e2eCluster) leaders(nodes ...*e2eNode) map[uint32]string {
+	out := map[uint32]string{}
+	for _, n := range nodes {
+		st, err := c.status(n)
+		if err != nil {
+			continue
+		}
+		for _, p := range st.Partitions {
+			if p.Role == "leader" && p.Epoch >= 2 {
+				out[p.ID] = n.name
+			}
+		}
+	}
+	return out
+}
+
+func (c *e2eCluster) byName(name string) *e2eNode {
+	for _, n := range c.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %q", name)
+	return nil
+}
+
+func mostCommon(m map[uint32]string) string {
+	count := map[string]int{}
+	best := ""
+	for _, v := range m {
+		count[v]++
+		if count[v] > count[best] {
+			best = v
+		}
+	}
+	return best
+}
+
+// waitCaughtUp waits until n's replicas are in their leaders' epochs
+// with their logs, and have applied what the leaders committed; it
+// returns n's conflict records.
+func (c *e2eCluster) waitCaughtUp(n *e2eNode, all []*e2eNode) int {
+	var conflicts int
+	require.Eventually(c.t, func() bool {
+		st, err := c.status(n)
+		if err != nil {
+			return false
+		}
+		leaders := map[uint32]agent.PartitionStatus{}
+		for _, m := range all {
+			s, err := c.status(m)
+			if err != nil {
+				continue
+			}
+			for _, p := range s.Partitions {
+				if p.Role == "leader" {
+					leaders[p.ID] = p
+				}
+			}
+		}
+		conflicts = 0
+		for _, p := range st.Partitions {
+			l, ok := leaders[p.ID]
+			// In the leader's epoch, holding its log (the same last op)
+			// and what it committed.
+			if !ok || p.Epoch != l.Epoch || p.LastLSN != l.LastLSN || p.LastEpoch != l.LastEpoch || p.AppliedLSN < l.CommitLSN {
+				return false
+			}
+			conflicts += p.Conflicts
+		}
+		return true
+	}, 20*time.Second, 100*time.Millisecond, "%s did not catch up:%s", n.name, c.explain(all...))
+	return conflicts
+}
+
+// checkAcked reads every acknowledged write back, strongly.
+func (c *e2eCluster) checkAcked(ctx context.Context, cl *kv.Client, mu *sync.Mutex, acked map[string]string) {
+	mu.Lock()
+	want := make(map[string]string, len(acked))
+	for k, v := range acked {
+		want[k] = v
+	}
+	mu.Unlock()
+	for key, val := range want {
+		var v []byte
+		var found bool
+		require.Eventually(c.t, func() bool {
+			var err error
+			v, found, err = cl.Get(ctx, key, routing.ConsistencyStrong)
+			return err == nil
+		}, 30*time.Second, 50*time.Millisecond, "strong read of %s", key)
+		require.True(c.t, found, "acknowledged write %s lost", key)
+		require.Equal(c.t, val, string(v), key)
+	}
+}
+
+// explain is what the agents say of partition 1, for a failure message.
+func (c *e2eCluster) explain(nodes ...*e2eNode) string {
+	var b strings.Builder
+	for _, n := range nodes {
+		st, err := c.status(n)
+		if err != nil {
+			fmt.Fprintf(&b, "\n%s: %v", n.name, err)
+			continue
+		}
+		for _, p := range st.Partitions {
+			if p.ID == 1 {
+				fmt.Fprintf(&b, "\n%s: partition 1: %s epoch %d (register %d, %s) last %d commit %d history %v conflicts %d; events:\n  %s",
+					n.name, p.Role, p.Epoch, p.RegisterEpoch, p.RegisterWriteRegion, p.LastLSN, p.CommitLSN, p.History, p.Conflicts, strings.Join(p.Events, "\n  "))
+			}
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,171 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/internal/node"
+	"github.com/fmnode/fmnode/partition"
+)
+
+// PathPartitions lists what this agent hosts (GET; ?id=P for one).
+const PathPartitions = "/v1/admin/partitions"
+
+// maxConflictsShown bounds the conflict records counted per partition.
+const maxConflictsShown = 1000
+
+// maxEventsShown bounds the manager events shown per partition.
+const maxEventsShown = 16
+
+// PartitionStatus is one hosted replica as its agent sees it: the data
+// plane's progress, the register value the node knows, and how many of
+// its operations ended in the conflict record (false progress).
+type PartitionStatus struct {
+	ID          uint32   `json:"id"`
+	Role        string   `json:"role"`
+	Epoch       uint64   `json:"epoch"`
+	WriteRegion string   `json:"write_region"`
+	LastLSN     uint64   `json:"last_lsn"`
+	LastEpoch   uint64   `json:"last_epoch"`
+	CommitLSN   uint64   `json:"commit_lsn"`
+	AppliedLSN  uint64   `json:"applied_lsn"`
+	Quorum      []string `json:"write_quorum"`
+	History     []Range  `json:"history"`
+	Followers   []Follow `json:"followers,omitempty"`
+	// Register is the failover register's value as this node knows it.
+	RegisterEpoch       uint64 `json:"register_epoch"`
+	RegisterWriteRegion string `json:"register_write_region"`
+	RegisterVersion     uint64 `json:"register_version"`
+	// Conflicts counts the conflict records, at most maxConflictsShown.
+	Conflicts int `json:"conflicts"`
+	// Events are the failover manager's last events for the partition:
+	// what it decided and why.
+	Events []string `json:"events,omitempty"`
+}
+
+// Range is one epoch of a replica's history: it starts after LSN After.
+type Range struct {
+	Epoch uint64 `json:"epoch"`
+	After uint64 `json:"after"`
+}
+
+// Follow is the write region's view of one follower.
+type Follow struct {
+	Region string `json:"region"`
+	Match  uint64 `json:"match"`
+}
+
+// DriverStats are the runtime driver's counters.
+type DriverStats struct {
+	Readys, Commits, Dropped, StepErrors, SendErrors uint64
+}
+
+// PeerStats is the node transport's view of one peer.
+type PeerStats struct {
+	Connected                          bool
+	Sent, Received, Dropped, Reconnect uint64
+}
+
+// NodeStatus is GET /v1/admin/partitions's body.
+type NodeStatus struct {
+	Node       uint16                `json:"node_id"`
+	Region     string                `json:"region"`
+	Boot       uint64                `json:"boot"`
+	Snapshots  uint64                `json:"snapshots_started"`
+	Manager    failover.ManagerStats `json:"manager"`
+	Driver     DriverStats           `json:"driver"`
+	Peers      map[string]PeerStats  `json:"peers"`
+	Partitions []PartitionStatus     `json:"partitions"`
+}
+
+func (a *Agent) servePartitions(w http.ResponseWriter, r *http.Request) {
+	if !requireMethod(w, r, http.MethodGet) {
+		return
+	}
+	h := a.host.Load()
+	if h == nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "not_ready", a.notReadyReason())
+		return
+	}
+	var only partition.ID
+	if s := r.URL.Query().Get("id"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 32)
+		if err != nil || v == 0 {
+			writeError(w, http.StatusBadRequest, "bad_request", "agent: id: not a partition id: "+s)
+			return
+		}
+		only = partition.ID(v)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	st := NodeStatus{Node: h.self.ID, Region: a.cfg.Region, Boot: a.dir.Boot()}
+	err := h.drv.Do(ctx, func(_ time.Duration, n *node.Node) error {
+		st.Snapshots = n.Host().Stats().SnapshotsStarted
+		st.Manager = n.Manager().Stats()
+		events := n.Manager().Events()
+		for _, id := range n.Host().Partitions() {
+			if only != 0 && id != only {
+				continue
+			}
+			pr, err := n.Host().ProgressWithoutHistory(id, nil)
+			if err != nil {
+				continue
+			}
+			full, err := n.Host().Progress(id)
+			if err == nil {
+				pr = full
+			}
+			ps := PartitionStatus{ID: uint32(id), Role: pr.Role.String(), Epoch: uint64(pr.Epoch), WriteRegion: string(pr.WriteRegion),
+				LastLSN: uint64(pr.LastLSN), LastEpoch: uint64(pr.LastEpoch), CommitLSN: uint64(pr.CommitLSN), AppliedLSN: uint64(pr.AppliedLSN)}
+			for _, m := range pr.Quorum.Members {
+				ps.Quorum = append(ps.Quorum, string(m))
+			}
+			for _, e := range pr.History {
+				ps.History = append(ps.History, Range{Epoch: uint64(e.Epoch), After: uint64(e.After)})
+			}
+			for _, f := range pr.Followers {
+				ps.Followers = append(ps.Followers, Follow{Region: string(f.Region), Match: uint64(f.Match)})
+			}
+			if s, ver, ok := n.Manager().State(partition.RegisterKey(id)); ok {
+				ps.RegisterEpoch, ps.RegisterWriteRegion, ps.RegisterVersion = uint64(s.Epoch), string(s.WriteRegion), ver
+			}
+			name := partition.RegisterKey(id)
+			for _, e := range events {
+				if e.Partition == name {
+					ps.Events = append(ps.Events, fmt.Sprintf("%s %v: %s", time.Unix(0, int64(e.At)).UTC().Format(time.RFC3339Nano), e.Kind, e.Text))
+				}
+			}
+			if len(ps.Events) > maxEventsShown {
+				ps.Events = ps.Events[len(ps.Events)-maxEventsShown:]
+			}
+			st.Partitions = append(st.Partitions, ps)
+		}
+		return nil
+	})
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "agent: the node did not answer: "+err.Error())
+		return
+	}
+	ds := h.drv.Stats()
+	st.Driver = DriverStats{Readys: ds.Readys.Load(), Commits: ds.Commits.Load(), Dropped: ds.Dropped.Load(),
+		StepErrors: ds.StepErrors.Load(), SendErrors: ds.SendErrors.Load()}
+	st.Peers = map[string]PeerStats{}
+	for id, ps := range h.tr.Stats() {
+		st.Peers[strconv.Itoa(int(id))] = PeerStats{Connected: ps.Connected, Sent: ps.Sent, Received: ps.Received, Dropped: ps.Dropped, Reconnect: ps.Reconnects}
+	}
+	// The store is safe to read beside the loop (pebble reads a
+	// consistent view); conflict records are never rewritten.
+	for i := range st.Partitions {
+		cs, err := a.partst.Conflicts(partition.ID(st.Partitions[i].ID), partition.Token{}, maxConflictsShown)
+		if err == nil {
+			st.Partitions[i].Conflicts = len(cs)
+		}
+	}
+	writeJSON(w, http.StatusOK, st)
+}
