@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/fmnode/fmnode/caspaxos/boltstore"
 	"github.com/fmnode/fmnode/internal/agentcfg"
 	"github.com/fmnode/fmnode/internal/datadir"
+	"github.com/fmnode/fmnode/internal/durable"
 	"github.com/fmnode/fmnode/internal/membership"
 	"github.com/fmnode/fmnode/internal/sysreg"
 	"github.com/fmnode/fmnode/partition/pebblestore"
@@ -144,6 +146,9 @@ func (a *Agent) open() error {
 			return err
 		}
 	}
+	if err := a.checkStoresPresent(); err != nil {
+		return err
+	}
 	if a.accst, a.partst, err = dir.OpenStores(boltstore.Options{}, pebblestore.Options{}); err != nil {
 		return err
 	}
@@ -151,8 +156,34 @@ func (a *Agent) open() error {
 	if a.sysst, err = boltstore.Open(path, boltstore.Options{}); err != nil {
 		return fmt.Errorf("agent: system register store %s (the agent refuses to start and did not modify it): %w", path, err)
 	}
+	if err := durable.WriteFile(dir.Path(), storesMarker, []byte("stores created\n"), 0o600); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	if a.sysacc, err = sysreg.NewAcceptor(sysreg.AcceptorConfig{ID: uint64(a.cfg.NodeID), Store: a.sysst, Logger: a.log.With("component", "sysreg")}); err != nil {
 		return fmt.Errorf("agent: system register: %w", err)
+	}
+	return nil
+}
+
+// storesMarker records that the stores were created. An acceptor that
+// forgets its promises breaks the register's safety, so once the marker
+// exists a missing store is an error, never an empty store made anew.
+const storesMarker = "STORES"
+
+// checkStoresPresent refuses to start when a store that existed is gone.
+func (a *Agent) checkStoresPresent() error {
+	d := a.dir.Path()
+	if _, err := os.Stat(filepath.Join(d, storesMarker)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	for _, p := range []string{a.dir.AcceptorPath(), a.dir.PartitionsPath(), filepath.Join(d, SystemName)} {
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("agent: %s is missing but this data directory had its stores (%s): the agent refuses to start with an empty store, "+
+				"which would forget the acceptor's promises or the replicas' data; restore the directory from a backup, or remove the node from the cluster and add it anew: %w",
+				p, filepath.Join(d, storesMarker), datadir.ErrCorrupt)
+		}
 	}
 	return nil
 }

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,6 +167,16 @@ func TestAgentsInitWriteFailover(t *testing.T) {
 		waitReady(t, as[i].cfg.Bind.APIAddr)
 	}
 
+	// The DNS server answers dig, as an operator would ask it.
+	if dig, err := exec.LookPath("dig"); err == nil {
+		host, port, _ := net.SplitHostPort(as[1].cfg.Bind.DNSAddr)
+		require.Eventually(t, func() bool {
+			out, err := exec.Command(dig, "@"+host, "-p", port, "+short", "+time=1", "+tries=1", "TXT", "p-1.fm.test.").CombinedOutput()
+			return err == nil && strings.Contains(string(out), "e=1")
+		}, 10*time.Second, 50*time.Millisecond, "dig found no route for partition 1")
+	} else {
+		t.Log("dig not installed: the DNS check uses the Go resolver only")
+	}
 	res, err := routing.NewDNSResolver(routing.DNSResolverConfig{Servers: []string{as[1].cfg.Bind.DNSAddr}})
 	require.NoError(t, err)
 	c, err := kv.New(kv.Config{Scheme: "http", Routing: routing.Config{Zone: "fm.test.", Resolver: res, PartitionCount: parts}})

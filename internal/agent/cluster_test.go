@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/internal/agentcfg"
+	certgen "github.com/fmnode/fmnode/internal/certs"
+	"github.com/fmnode/fmnode/internal/clusterspec"
+	"github.com/fmnode/fmnode/internal/datadir"
+	"github.com/fmnode/fmnode/internal/proctest"
+)
+
+// startCluster starts n insecure agents in this process and inits them
+// (fast profile, 4 partitions).
+func startCluster(t *testing.T, n int) []*tagent {
+	t.Helper()
+	ports := proctest.FreePorts(t, 4*n)
+	var as []*tagent
+	for i := 1; i <= n; i++ {
+		as = append(as, startAgent(t, testConfig(t, i, ports, t.TempDir())))
+	}
+	t.Cleanup(func() {
+		for _, ta := range as {
+			ta.stop(t)
+		}
+	})
+	for _, ta := range as {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, proctest.WaitHTTP(ctx, "http://"+ta.cfg.Bind.APIAddr+PathHealthz, http.DefaultClient))
+		cancel()
+	}
+	req := InitRequest{Spec: clusterspec.Spec{Format: clusterspec.Format, Regions: testRegions, Partitions: 4,
+		Consistency: clusterspec.ConsistencyStrong, MinDurability: 2, Profile: clusterspec.Profile{Name: clusterspec.ProfileFast}},
+		ExpectNodes: n, WaitSeconds: 30}
+	require.Equal(t, http.StatusCreated, post(t, "http://"+as[0].cfg.Bind.APIAddr+PathInit, req, nil))
+	for _, ta := range as {
+		waitReady(t, ta.cfg.Bind.APIAddr)
+	}
+	return as
+}
+
+func put(t *testing.T, url string, in, out any) int {
+	t.Helper()
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPut, url, bytes.NewReader(b))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		require.NoError(t, json.Unmarshal(body, out), string(body))
+	}
+	return resp.StatusCode
+}
+
+// TestConfigSetReachesEveryAgent: `fmnode config set` is a CAS on the
+// system register with the spec's validation; every running agent learns
+// the new version at once (pushed, not waiting for its poll).
+func TestConfigSetReachesEveryAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets, fsyncs and gossip")
+	}
+	as := startCluster(t, 3)
+	url := "http://" + as[1].cfg.Bind.APIAddr + PathSpec
+	var sr SpecResponse
+	require.Equal(t, http.StatusOK, put(t, url, SetRequest{Key: "blast_radius", Value: "5"}, &sr))
+	require.Equal(t, uint64(2), sr.Version)
+	require.Equal(t, 5, sr.Spec.BlastRadius)
+	require.Equal(t, []string{"blast_radius"}, sr.Changed)
+	for _, ta := range as {
+		require.Eventually(t, func() bool {
+			s, v, ok := ta.a.Spec()
+			return ok && v == 2 && s.BlastRadius == 5
+		}, 5*time.Second, 10*time.Millisecond, "%s never learnt spec version 2", ta.cfg.Name)
+	}
+
+	var eb struct{ Error, Code string }
+	require.Equal(t, http.StatusConflict, put(t, url, SetRequest{Key: "blast_radius", Value: "6", Version: 1}, &eb), "a CAS on an old version must fail")
+	require.Equal(t, CodeConflict, eb.Code)
+	require.Equal(t, http.StatusBadRequest, put(t, url, SetRequest{Key: "partitions", Value: "9"}, &eb))
+	require.Equal(t, CodeInvalidSpec, eb.Code)
+	require.Contains(t, eb.Error, "partitions")
+	require.Equal(t, http.StatusBadRequest, put(t, url, SetRequest{Key: "min_durability", Value: "7"}, &eb), "validation applies to set")
+	_, v, _ := as[0].a.Spec()
+	require.Equal(t, uint64(2), v, "a refused set changed the spec")
+}
+
+// TestSecondAgentOnADataDirRefuses: the lock file guards the data
+// directory; the second agent says who holds it and touches nothing.
+func TestSecondAgentOnADataDirRefuses(t *testing.T) {
+	ports := proctest.FreePorts(t, 8)
+	dir := t.TempDir()
+	first := startAgent(t, testConfig(t, 1, ports, dir))
+	t.Cleanup(func() { first.stop(t) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, proctest.WaitHTTP(ctx, "http://"+first.cfg.Bind.APIAddr+PathHealthz, http.DefaultClient))
+	cfg := testConfig(t, 1, ports[4:], dir)
+	a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	err = a.Run(ctx)
+	require.ErrorIs(t, err, datadir.ErrLocked)
+	require.Contains(t, err.Error(), dir)
+}
+
+// TestAgentRefusesCorruptStores: a damaged store is reported by path and
+// the agent refuses to start; the file is left exactly as it was.
+func TestAgentRefusesCorruptStores(t *testing.T) {
+	for _, name := range []string{datadir.AcceptorName, SystemName, specCacheName} {
+		t.Run(name, func(t *testing.T) {
+			ports := proctest.FreePorts(t, 4)
+			dir := t.TempDir()
+			cfg := testConfig(t, 1, ports, dir)
+			runBriefly(t, cfg) // creates the stores
+
+			junk := bytes.Repeat([]byte("not a store "), 700)
+			path := filepath.Join(dir, name)
+			require.NoError(t, os.WriteFile(path, junk, 0o600))
+			a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			err = a.Run(context.Background())
+			require.Error(t, err)
+			require.Contains(t, err.Error(), path)
+			require.Contains(t, err.Error(), "refuses to start")
+			got, rerr := os.ReadFile(path)
+			require.NoError(t, rerr)
+			require.Equal(t, junk, got, "the damaged file was modified")
+		})
+	}
+}
+
+// TestAgentRefusesAMissingStore: once the stores existed, a deleted one is
+// an error: an empty acceptor store would forget its promises.
+func TestAgentRefusesAMissingStore(t *testing.T) {
+	for _, name := range []string{datadir.AcceptorName, datadir.PartitionsName, SystemName} {
+		t.Run(name, func(t *testing.T) {
+			ports := proctest.FreePorts(t, 4)
+			dir := t.TempDir()
+			cfg := testConfig(t, 1, ports, dir)
+			runBriefly(t, cfg)
+			require.NoError(t, os.RemoveAll(filepath.Join(dir, name)))
+			a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			err = a.Run(context.Background())
+			require.ErrorIs(t, err, datadir.ErrCorrupt)
+			require.Contains(t, err.Error(), "is missing")
+			_, serr := os.Stat(filepath.Join(dir, name))
+			require.ErrorIs(t, serr, os.ErrNotExist, "the missing store was recreated")
+		})
+	}
+}
+
+// runBriefly runs an agent until its API answers, then stops it.
+func runBriefly(t *testing.T, cfg agentcfg.Config) {
+	t.Helper()
+	a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	require.NoError(t, proctest.WaitHTTP(wctx, "http://"+cfg.Bind.APIAddr+PathHealthz, http.DefaultClient))
+	cancel()
+	require.NoError(t, <-errc)
+}
+
+// TestReload: SIGHUP's reload changes the log level, swaps a rotated
+// certificate, and names what needs a restart.
+func TestReload(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certgen.CreateCA(filepath.Join(dir, "ca"), certgen.CAOptions{CommonName: "test CA"})
+	require.NoError(t, err)
+	nd := filepath.Join(dir, "node")
+	is, err := certgen.CreateNode(ca, nd, certgen.NodeOptions{Name: "n1", Hosts: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	cfg := agentcfg.Default()
+	cfg.Name, cfg.NodeID, cfg.Region, cfg.Zone, cfg.Cluster, cfg.DataDir = "n1", 1, "east", "east-a", "test", filepath.Join(dir, "data")
+	cfg.TLS = agentcfg.TLS{CertFile: is.CertFile, KeyFile: is.KeyFile, CAFile: is.CAFile}
+	cfg.GossipKey = "AAAAAAAAAAAAAAAAAAAAAA=="
+	require.NoError(t, cfg.Validate())
+	level := new(slog.LevelVar)
+	a, err := New(cfg, Options{Logger: slog.New(slog.DiscardHandler), Level: level})
+	require.NoError(t, err)
+	a.certs, err = loadCerts(cfg.TLS)
+	require.NoError(t, err)
+	before := a.certs.get().Leaf.SerialNumber
+
+	_, err = certgen.CreateNode(ca, nd, certgen.NodeOptions{Name: "n1", Hosts: []string{"127.0.0.1"}, Overwrite: true})
+	require.NoError(t, err)
+	next := cfg
+	next.Log.Level = "debug"
+	next.ShutdownTimeout = time.Minute
+	applied, restart, err := a.Reload(next)
+	require.NoError(t, err)
+	require.Equal(t, []string{"log.level", "tls certificate"}, applied)
+	require.Equal(t, []string{"shutdown_timeout"}, restart)
+	require.Equal(t, slog.LevelDebug, level.Level())
+	require.NotEqual(t, before, a.certs.get().Leaf.SerialNumber, "the rotated certificate was not loaded")
+
+	// A certificate from another CA is refused and the old one stays.
+	other, err := certgen.CreateCA(filepath.Join(dir, "other"), certgen.CAOptions{CommonName: "other CA"})
+	require.NoError(t, err)
+	serial := a.certs.get().Leaf.SerialNumber
+	_, err = certgen.CreateNode(other, nd, certgen.NodeOptions{Name: "n1", Hosts: []string{"127.0.0.1"}, Overwrite: true})
+	require.NoError(t, err)
+	_, restart, err = a.Reload(next)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "not signed by the cluster CA")
+	require.Contains(t, restart, "tls.ca_file", "the CA file changed: a restart is needed")
+	require.Equal(t, serial, a.certs.get().Leaf.SerialNumber)
+}
