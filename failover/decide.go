@@ -47,6 +47,9 @@ const (
 	// lapsed, still in flight, then either committed first (the reassert
 	// fails and shows it) or can no longer commit.
 	DecideReassert
+	// DecidePolicy: the operator changed the partition's standing policy
+	// (the never-promote regions) through the cluster spec.
+	DecidePolicy
 )
 
 func (k DecisionKind) String() string {
@@ -77,6 +80,8 @@ func (k DecisionKind) String() string {
 		return "prepare-grow"
 	case DecideReassert:
 		return "reassert"
+	case DecidePolicy:
+		return "policy"
 	}
 	return fmt.Sprintf("DecisionKind(%d)", uint8(k))
 }
@@ -718,6 +723,40 @@ func RequestSwitchover(cfg Config, s State, ev Evidence, target Region, reason s
 	d := Decision{Kind: DecideStartSwitchover, Next: &next, Target: target}
 	d.because("operator switchover to %s: %s", target, reason)
 	return d, nil
+}
+
+// RequestNeverPromote is the operator's change of the regions never made
+// write region (the cluster spec's never_promote): a new register value
+// with the change in its history, refused when it names a region that
+// holds no replica or leaves no region to fail over to.
+func RequestNeverPromote(cfg Config, s State, ev Evidence, regions []Region, reason string) (Decision, error) {
+	next := s.Clone()
+	next.NeverPromote = slices.Clone(regions)
+	slices.Sort(next.NeverPromote)
+	next.NeverPromote = slices.Compact(next.NeverPromote)
+	if len(next.NeverPromote) == 0 {
+		next.NeverPromote = nil
+	}
+	if slices.Equal(next.NeverPromote, s.NeverPromote) || (len(next.NeverPromote) == 0 && len(s.NeverPromote) == 0) {
+		return Decision{Reasons: []string{"never-promote already " + fmt.Sprint(s.NeverPromote)}}, nil
+	}
+	promotable := 0
+	for _, r := range next.NeverPromote {
+		if !slices.Contains(s.Priority, r) {
+			return Decision{}, fmt.Errorf("%w: never-promote region %q is not a replica region of %s (%v)", ErrRefused, r, s.Partition, s.Priority)
+		}
+	}
+	for _, r := range s.Priority {
+		if !slices.Contains(next.NeverPromote, r) {
+			promotable++
+		}
+	}
+	if promotable == 0 {
+		return Decision{}, fmt.Errorf("%w: never-promote %v leaves %s no region to fail over to", ErrRefused, next.NeverPromote, s.Partition)
+	}
+	next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecidePolicy, Proposer: ev.Proposer,
+		Reason: fmt.Sprintf("operator: never-promote %v (was %v): %s", next.NeverPromote, s.NeverPromote, reason)})
+	return Decision{Kind: DecidePolicy, Next: &next, Reasons: []string{fmt.Sprintf("policy: never-promote %v: %s", next.NeverPromote, reason)}}, nil
 }
 
 // RequestPause sets or clears the partition's pause flag.

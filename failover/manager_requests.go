@@ -49,6 +49,44 @@ func (m *Manager) SetPaused(now time.Duration, name string, paused bool, reason 
 	return nil
 }
 
+// SetNeverPromote proposes the partition's new never-promote regions
+// (RequestNeverPromote); nothing when they are already so.
+func (m *Manager) SetNeverPromote(now time.Duration, name string, regions []Region, reason string) error {
+	p := m.parts[name]
+	if p == nil || !p.have {
+		return fmt.Errorf("%w: unknown partition %q", ErrRefused, name)
+	}
+	if p.inflight {
+		return fmt.Errorf("%w: partition %q has a proposal in flight", ErrRefused, name)
+	}
+	if err := m.windowFull(); err != nil {
+		return err
+	}
+	d, err := RequestNeverPromote(m.cfg.Failover, p.state, m.evidence(now, p), regions, reason)
+	if err != nil || d.Next == nil {
+		return err
+	}
+	m.propose(p, d, false)
+	return nil
+}
+
+// SetMaxConcurrentPerTarget changes the blast-radius cap at run time (the
+// cluster spec's blast_radius). Failovers it held back are evaluated
+// again; those in flight are not touched.
+func (m *Manager) SetMaxConcurrentPerTarget(n int) error {
+	if n < 1 {
+		return fmt.Errorf("%w: Failover.MaxConcurrentPerTarget: must be at least 1, got %d", ErrInvalidConfig, n)
+	}
+	if n == m.cfg.Failover.MaxConcurrentPerTarget {
+		return nil
+	}
+	m.cfg.Failover.MaxConcurrentPerTarget = n
+	for _, p := range m.sorted {
+		m.markDirty(p)
+	}
+	return nil
+}
+
 // SetGlobalPause suppresses (or resumes) automatic failover everywhere.
 func (m *Manager) SetGlobalPause(paused bool, reason string) {
 	m.paused, m.pauseWhy = paused, reason

@@ -164,6 +164,10 @@ func (a *Agent) serveSpec(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
+	if why, ok := notLive(req.Key); ok {
+		writeError(w, http.StatusBadRequest, CodeInvalidSpec, fmt.Sprintf("agent: %s cannot change on a running cluster: %s", req.Key, why))
+		return
+	}
 	if req.Version != 0 && req.Version != ver {
 		writeError(w, http.StatusConflict, CodeConflict, fmt.Sprintf("agent: the spec is at version %d, not %d: read it again", ver, req.Version))
 		return

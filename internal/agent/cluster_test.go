@@ -94,8 +94,35 @@ func TestConfigSetReachesEveryAgent(t *testing.T) {
 	require.Equal(t, CodeInvalidSpec, eb.Code)
 	require.Contains(t, eb.Error, "partitions")
 	require.Equal(t, http.StatusBadRequest, put(t, url, SetRequest{Key: "min_durability", Value: "7"}, &eb), "validation applies to set")
+	require.Equal(t, http.StatusBadRequest, put(t, url, SetRequest{Key: "profile.name", Value: "paper"}, &eb))
+	require.Contains(t, eb.Error, "lease safety")
 	_, v, _ := as[0].a.Spec()
 	require.Equal(t, uint64(2), v, "a refused set changed the spec")
+
+	// never_promote is applied to every partition's register by the node
+	// of its write region; every agent sees the new register value.
+	require.Equal(t, http.StatusOK, put(t, url, SetRequest{Key: "never_promote", Value: "west"}, &sr))
+	for _, ta := range as {
+		require.Eventually(t, func() bool {
+			st := status(t, ta)
+			for _, p := range st.Partitions {
+				if len(p.NeverPromote) != 1 || p.NeverPromote[0] != "west" {
+					return false
+				}
+			}
+			return len(st.Partitions) == 4
+		}, 15*time.Second, 50*time.Millisecond, "%s: the registers never took never_promote=west", ta.cfg.Name)
+	}
+}
+
+func status(t *testing.T, ta *tagent) NodeStatus {
+	t.Helper()
+	resp, err := http.Get("http://" + ta.cfg.Bind.APIAddr + PathPartitions)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st NodeStatus
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	return st
 }
 
 // TestSecondAgentOnADataDirRefuses: the lock file guards the data

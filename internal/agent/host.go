@@ -232,18 +232,16 @@ func (h *host) stopDNS() {
 }
 
 // specChanged applies a committed spec change: the regions' published
-// config version moves with it. The node's timing profile, blast radius
-// and the registers' policy are fixed for the node's life: they apply
-// when each agent restarts, and the log says so.
-func (h *host) specChanged(old clusterspec.Spec, c committed, changed []string) {
+// config version moves with it, and the run-time policy (blast radius,
+// never-promote regions) is applied. The keys that cannot change on a
+// running cluster are refused by `config set` (notLive).
+func (h *host) specChanged(ctx context.Context, c committed, changed []string) {
 	if h.pub != nil {
 		if err := h.publishRegions(h.pub, c.version); err != nil {
 			h.a.log.Warn("republish the regions", "err", err)
 		}
 	}
-	if len(changed) > 0 {
-		h.a.log.Warn("cluster spec change takes effect on this node at its next restart (roll the agents)", "changed", changed, "version", c.version)
-	}
+	h.applyPolicy(ctx, c)
 }
 
 // memberEvent is membership's evidence: a node's new addresses are used

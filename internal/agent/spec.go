@@ -40,7 +40,7 @@ const (
 	// specPoll how often a running agent reads the register for changes
 	// (a change is also pushed to every agent at once).
 	specPollWaiting = 250 * time.Millisecond
-	specPoll        = 10 * time.Second
+	specPoll        = 5 * time.Second
 )
 
 // specLoop learns the cluster spec and its changes: from the cache at
@@ -67,6 +67,12 @@ func (a *Agent) specLoop(ctx context.Context) error {
 		}
 		if err := a.refreshSpec(ctx); err != nil && ctx.Err() == nil {
 			a.log.Debug("read the cluster spec", "err", err)
+		}
+		// Policy the node could not apply at once (a proposal was in
+		// flight, or its partitions became write regions since) is
+		// applied now.
+		if h, c := a.host.Load(), a.spec.Load(); h != nil && c != nil {
+			h.applyPolicy(ctx, *c)
 		}
 	}
 }
@@ -117,7 +123,7 @@ func (a *Agent) setSpec(c committed, from string) {
 	changed := clusterspec.Diff(old.spec, c.spec)
 	a.log.Info("cluster spec changed", "version", c.version, "was", old.version, "changed", changed)
 	if h := a.host.Load(); h != nil {
-		h.specChanged(old.spec, c, changed)
+		h.specChanged(context.Background(), c, changed)
 	}
 }
 

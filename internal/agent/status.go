@@ -37,9 +37,10 @@ type PartitionStatus struct {
 	History     []Range  `json:"history"`
 	Followers   []Follow `json:"followers,omitempty"`
 	// Register is the failover register's value as this node knows it.
-	RegisterEpoch       uint64 `json:"register_epoch"`
-	RegisterWriteRegion string `json:"register_write_region"`
-	RegisterVersion     uint64 `json:"register_version"`
+	RegisterEpoch       uint64   `json:"register_epoch"`
+	RegisterWriteRegion string   `json:"register_write_region"`
+	RegisterVersion     uint64   `json:"register_version"`
+	NeverPromote        []string `json:"never_promote,omitempty"`
 	// Conflicts counts the conflict records, at most maxConflictsShown.
 	Conflicts int `json:"conflicts"`
 	// Events are the failover manager's last events for the partition:
@@ -133,6 +134,9 @@ func (a *Agent) servePartitions(w http.ResponseWriter, r *http.Request) {
 			}
 			if s, ver, ok := n.Manager().State(partition.RegisterKey(id)); ok {
 				ps.RegisterEpoch, ps.RegisterWriteRegion, ps.RegisterVersion = uint64(s.Epoch), string(s.WriteRegion), ver
+				for _, r := range s.NeverPromote {
+					ps.NeverPromote = append(ps.NeverPromote, string(r))
+				}
 			}
 			name := partition.RegisterKey(id)
 			for _, e := range events {

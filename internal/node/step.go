@@ -201,6 +201,25 @@ func (n *Node) SetPaused(now time.Duration, id partition.ID, paused bool, reason
 	return n.mgr.SetPaused(now, p.name, paused, reason)
 }
 
+// SetNeverPromote proposes partition id's new never-promote regions (the
+// cluster spec's policy); nothing when they are already so.
+func (n *Node) SetNeverPromote(now time.Duration, id partition.ID, regions []partition.Region, reason string) error {
+	n.now = now
+	p, err := n.hosted(id, "policy of")
+	if err != nil {
+		return err
+	}
+	n.fed = true
+	return n.mgr.SetNeverPromote(now, p.name, regions, reason)
+}
+
+// SetBlastRadius changes how many failovers may be in flight into one
+// region (the cluster spec's blast_radius).
+func (n *Node) SetBlastRadius(max int) error {
+	n.fed = true
+	return n.mgr.SetMaxConcurrentPerTarget(max)
+}
+
 // SetGlobalPause pauses or resumes automatic failover of every partition.
 func (n *Node) SetGlobalPause(paused bool, reason string) {
 	n.mgr.SetGlobalPause(paused, reason)

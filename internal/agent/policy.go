@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/internal/clusterspec"
+	"github.com/fmnode/fmnode/internal/node"
+	"github.com/fmnode/fmnode/partition"
+)
+
+// notLive says why a spec key cannot change on a running cluster (the
+// keys absent here are applied by running agents: never_promote and
+// blast_radius). The reasons are what `fmnode config set` prints.
+func notLive(key string) (string, bool) {
+	switch {
+	case key == "never_promote" || key == "blast_radius":
+		return "", false
+	case key == "consistency" || key == "max_staleness" || key == "max_staleness_ops" || key == "staleness_hold":
+		return "every partition's register and replicas record the consistency level at init; changing it on a running cluster is not supported yet", true
+	case key == "min_durability":
+		return "every partition's register and write quorum record the minimum durability at init; changing it on a running cluster is not supported yet", true
+	case len(key) > len("profile.") && key[:len("profile.")] == "profile.":
+		return "lease safety needs every node on the same timing, so the profile cannot change while agents run (not supported yet)", true
+	}
+	return "", false
+}
+
+// blastRadius is the cap the spec asks for (its profile's default when 0).
+func blastRadius(s clusterspec.Spec) (int, error) {
+	if s.BlastRadius > 0 {
+		return s.BlastRadius, nil
+	}
+	f, err := s.FailoverConfig()
+	if err != nil {
+		return 0, err
+	}
+	return f.MaxConcurrentPerTarget, nil
+}
+
+// applyPolicy brings the running node in line with the spec's run-time
+// policy: the blast-radius cap, and the never-promote regions of every
+// partition this node is the write region of (one proposer per
+// partition; the others learn the new register value). A partition with
+// a proposal in flight is done at the next pass: the spec loop calls this
+// after every read of the register.
+func (h *host) applyPolicy(ctx context.Context, c committed) {
+	br, err := blastRadius(c.spec)
+	if err != nil {
+		h.a.log.Error("cluster spec: blast radius", "err", err)
+		return
+	}
+	want := make([]partition.Region, 0, len(c.spec.NeverPromote))
+	for _, r := range c.spec.NeverPromote {
+		want = append(want, partition.Region(r))
+	}
+	slices.Sort(want)
+	reason := fmt.Sprintf("cluster spec version %d", c.version)
+	var changed, pending int
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = h.drv.Do(ctx, func(now time.Duration, n *node.Node) error {
+		if err := n.SetBlastRadius(br); err != nil {
+			return err
+		}
+		for _, id := range n.Host().Partitions() {
+			s, _, ok := n.Manager().State(partition.RegisterKey(id))
+			if !ok || string(s.WriteRegion) != h.a.cfg.Region || equalRegions(s.NeverPromote, want) {
+				continue
+			}
+			switch err := n.SetNeverPromote(now, id, want, reason); {
+			case err == nil:
+				changed++
+			case errors.Is(err, failover.ErrRefused):
+				pending++
+			default:
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		h.a.log.Warn("apply the cluster spec's policy", "err", err)
+		return
+	}
+	if changed+pending > 0 {
+		h.a.log.Info("applying the cluster spec's never-promote regions", "version", c.version, "never_promote", c.spec.NeverPromote,
+			"proposed", changed, "retry_later", pending)
+	}
+}
+
+func equalRegions(a, b []partition.Region) bool {
+	return len(a) == len(b) && (len(a) == 0 || slices.Equal(a, b))
+}
