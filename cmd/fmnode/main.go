@@ -1,4 +1,4 @@
-// Command fmnode is the project's one binary. Today it has three
+// Command fmnode is the project's one binary. Its
 // subcommands (`fmnode help` lists them; each takes --help):
 //
 //   - fmnode sim runs the deterministic simulator (package sim) on the real
@@ -20,12 +20,11 @@
 //     --control-stdin it answers "stats" and exits when stdin closes, and
 //     --metrics-listen serves Prometheus metrics.
 //
-// There is no failover daemon (`fmnode agent`) or admin command yet. Its
-// core exists: internal/node composes one machine's CASPaxos acceptor and
-// proposer, failover manager, partition host and register watch, and
-// internal/noderun drives it for real (goroutines, TCP with mutual TLS,
-// bbolt and pebble); the simulator's failover scenarios drive the same
-// node, and internal/noderun's tests run three of them on loopback.
+//   - fmnode agent runs the daemon (docs/AGENT.md): the node core of
+//     internal/node under its runtime driver, with its data directory,
+//     mutual TLS, membership, the cluster spec, the data API and DNS.
+//   - fmnode init writes the cluster spec through a running agent;
+//     fmnode config get|set|keys reads and changes it by CAS.
 package main
 
 import (
