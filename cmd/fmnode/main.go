@@ -19,7 +19,6 @@
 //     pebble or in-memory store, printing "listening ADDR" first; with
 //     --control-stdin it answers "stats" and exits when stdin closes, and
 //     --metrics-listen serves Prometheus metrics.
-//
 //   - fmnode agent runs the daemon (docs/AGENT.md): the node core of
 //     internal/node under its runtime driver, with its data directory,
 //     mutual TLS, membership, the cluster spec, the data API and DNS.
