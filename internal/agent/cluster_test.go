@@ -250,3 +250,19 @@ func TestReload(t *testing.T) {
 	require.Contains(t, restart, "tls.ca_file", "the CA file changed: a restart is needed")
 	require.Equal(t, serial, a.certs.get().Leaf.SerialNumber)
 }
+
+func TestVerifyPeer(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := certgen.CreateCA(filepath.Join(dir, "ca"), certgen.CAOptions{CommonName: "test CA"})
+	require.NoError(t, err)
+	node, err := certgen.CreateNode(ca, filepath.Join(dir, "n1"), certgen.NodeOptions{Name: "n1", Hosts: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	client, err := certgen.CreateClient(ca, filepath.Join(dir, "c"), certgen.ClientOptions{Name: "n1"})
+	require.NoError(t, err)
+	spec := clusterspec.Spec{Nodes: []clusterspec.Node{{ID: 1, Name: "n1"}, {ID: 2, Name: "n2"}}}
+	v := verifyPeer(spec)
+	require.NoError(t, v(1, node.Cert))
+	require.ErrorContains(t, v(2, node.Cert), `presented as node 2`)
+	require.ErrorContains(t, v(3, node.Cert), "not in the cluster spec")
+	require.ErrorContains(t, v(1, client.Cert), "without server authentication")
+}

@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/x509"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/fmnode/fmnode/caspaxos"
@@ -166,6 +168,7 @@ func (h *host) startNode() error {
 		Peers: peers, Codec: nodewire.Codec{}, Handler: drv.Deliver, Logger: a.log.With("component", "nodenet")}
 	if a.certs != nil {
 		tcfg.TLS = a.certs.nodenet()
+		tcfg.VerifyPeer = verifyPeer(spec)
 	}
 	tr, err := nodenet.Start(tcfg)
 	if err != nil {
@@ -282,6 +285,26 @@ func (h *host) stop(ctx context.Context, log *slog.Logger) {
 	}
 	if err := h.tr.Close(); err != nil {
 		log.Warn("close the node transport", "err", err)
+	}
+}
+
+// verifyPeer binds a peer's claimed node id to its certificate: the
+// CommonName must be the name the spec records for that id, and the
+// certificate must be a node's (server authentication), not a client's.
+// The CA alone only says the peer belongs to the cluster.
+func verifyPeer(spec clusterspec.Spec) func(nodenet.NodeID, *x509.Certificate) error {
+	return func(id nodenet.NodeID, cert *x509.Certificate) error {
+		n, ok := spec.Node(uint16(id))
+		if !ok {
+			return fmt.Errorf("node %d is not in the cluster spec", id)
+		}
+		if cert.Subject.CommonName != n.Name {
+			return fmt.Errorf("the certificate of %q was presented as node %d, which the cluster spec records as %q", cert.Subject.CommonName, id, n.Name)
+		}
+		if !slices.Contains(cert.ExtKeyUsage, x509.ExtKeyUsageServerAuth) {
+			return fmt.Errorf("node %d (%s) presented a certificate without server authentication (a client's?)", id, n.Name)
+		}
+		return nil
 	}
 }
 

@@ -1,6 +1,7 @@
 package nodenet
 
 import (
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"time"
@@ -58,6 +59,12 @@ type Config struct {
 	Handler Handler
 	// TLS, when set, makes every connection mutual TLS (see MutualTLS).
 	TLS *TLSConfig
+	// VerifyPeer, when set with TLS, binds the node id a peer claims in its
+	// hello to the certificate it presented (say its CommonName must be
+	// the name the cluster records for that id): the CA alone says only
+	// that the peer belongs to the cluster, not which node it is. A
+	// non-nil error refuses the connection, with the error as the reason.
+	VerifyPeer func(id NodeID, cert *x509.Certificate) error
 
 	// MaxFrameBytes bounds an encoded frame on Send (ErrFrameTooLarge) and
 	// a frame's payload on receive; use the same value on every node.

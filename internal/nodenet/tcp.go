@@ -320,6 +320,8 @@ func (t *TCPTransport) acceptHandshake(raw net.Conn) (*peer, net.Conn, *bufio.Re
 	default:
 		if p = t.peer(h.From); p == nil {
 			reason = fmt.Sprintf("node %d is not a known peer", h.From)
+		} else if err := t.verifyPeer(nc, h.From); err != nil {
+			reason = err.Error()
 		}
 	}
 	if reason != "" {
@@ -331,6 +333,20 @@ func (t *TCPTransport) acceptHandshake(raw net.Conn) (*peer, net.Conn, *bufio.Re
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return p, nc, br, nil
+}
+
+// verifyPeer runs Config.VerifyPeer on the certificate nc's peer
+// presented (nothing without TLS or without the hook).
+func (t *TCPTransport) verifyPeer(nc net.Conn, id NodeID) error {
+	tc, ok := nc.(*tls.Conn)
+	if t.cfg.VerifyPeer == nil || !ok {
+		return nil
+	}
+	certs := tc.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return fmt.Errorf("node %d presented no certificate", id)
+	}
+	return t.cfg.VerifyPeer(id, certs[0])
 }
 
 // dial connects to peer id at addr and runs the dialer's handshake.
@@ -389,6 +405,9 @@ func (t *TCPTransport) dialHandshake(raw net.Conn, id NodeID, addr string) (net.
 		return nil, nil, fmt.Errorf("%w: peer is in cluster %q, not %q", ErrHandshake, h.Cluster, t.cfg.Cluster)
 	case h.From != id || h.To != t.cfg.ID:
 		return nil, nil, fmt.Errorf("%w: expected node %d at %s, reached node %d (which expected %d)", ErrHandshake, id, addr, h.From, h.To)
+	}
+	if err := t.verifyPeer(nc, id); err != nil {
+		return nil, nil, fmt.Errorf("%w: node %d at %s: %w", ErrHandshake, id, addr, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return nc, br, nil

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"testing"
@@ -116,6 +117,47 @@ func TestMutualTLS(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // a few redials
 			assert.False(t, a.Stats()[2].Connected)
 			assert.False(t, b.Stats()[1].Connected)
+			assert.Zero(t, b.in.count(1))
+		})
+	}
+}
+
+// TestVerifyPeerBindsTheIDToTheCertificate: a peer with a certificate of
+// the cluster CA that claims another node's id is refused on both sides
+// of the handshake.
+func TestVerifyPeerBindsTheIDToTheCertificate(t *testing.T) {
+	cluster := newTestCA(t, "cluster CA")
+	names := map[NodeID]string{1: "n1", 2: "n2"}
+	verify := func(id NodeID, cert *x509.Certificate) error {
+		if cert.Subject.CommonName != names[id] {
+			return fmt.Errorf("certificate of %q presented as node %d (%s)", cert.Subject.CommonName, id, names[id])
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		name         string
+		cert1, cert2 string
+		talk         bool
+		log          string
+	}{
+		{"names match", "n1", "n2", true, ""},
+		{"dialer impersonates node 1", "n3", "n2", false, "presented as node 1"},
+		{"acceptor impersonates node 2", "n1", "n3", false, "presented as node 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkGoroutines(t)
+			a := startNode(t, 1, func(c *Config) { c.TLS = nodeTLS(t, cluster, cluster, tc.cert1); c.VerifyPeer = verify })
+			b := startNode(t, 2, func(c *Config) { c.TLS = nodeTLS(t, cluster, cluster, tc.cert2); c.VerifyPeer = verify })
+			mesh(t, a, b)
+			require.NoError(t, a.Send(2, learn(1, 2, 1)))
+			if tc.talk {
+				require.Eventually(t, func() bool { return b.in.count(1) == 1 }, waitFor, tick)
+				return
+			}
+			require.Eventually(t, func() bool {
+				return stringsContains(a.log.String()+b.log.String(), tc.log)
+			}, waitFor, tick, "node 1:\n%s\nnode 2:\n%s", a.log.String(), b.log.String())
+			time.Sleep(100 * time.Millisecond)
 			assert.Zero(t, b.in.count(1))
 		})
 	}
