@@ -2,14 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,120 +23,64 @@ import (
 )
 
 // e2eCluster is a cluster of real `fmnode agent` processes on loopback,
-// with mutual TLS, as an operator would run it.
+// with mutual TLS, as an operator would run it: laid out by localCluster,
+// its processes run under proctest.
 type e2eCluster struct {
-	t      *testing.T
-	bin    string
-	dir    string
-	ca     certs.CA
-	client *http.Client // holds the client certificate
-	tlsCfg *tls.Config
-	nodes  []*e2eNode
-	env    []string
+	t     *testing.T
+	lc    *localCluster
+	bin   string
+	dir   string
+	nodes []*e2eNode
 }
 
 type e2eNode struct {
-	name, region   string
-	id             int
-	cfgPath        string
-	dataDir        string
-	api, dns, node string
-	proc           *proctest.Proc
+	*localNode
+	proc *proctest.Proc
 }
-
-var e2eRegions = []string{"east", "north", "west"}
 
 // newE2ECluster writes certificates and one config per node (node 2, in
 // north, serves DNS) and starts nothing yet.
 func newE2ECluster(t *testing.T, nodes int) *e2eCluster {
 	c := &e2eCluster{t: t, bin: proctest.Build(t, "github.com/fmnode/fmnode/cmd/fmnode"), dir: t.TempDir()}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FMNODE_") {
-			c.env = append(c.env, kv)
-		}
-	}
 	var err error
-	c.ca, err = certs.CreateCA(filepath.Join(c.dir, "ca"), certs.CAOptions{CommonName: "fmnode e2e CA"})
+	c.lc, err = newLocalCluster(localClusterConfig{Bin: c.bin, Dir: c.dir, Nodes: nodes, Cluster: "e2e", Zone: "fm.e2e.", DNSNode: 2})
 	require.NoError(t, err)
-	cl, err := certs.CreateClient(c.ca, filepath.Join(c.dir, "client"), certs.ClientOptions{Name: "e2e"})
-	require.NoError(t, err)
-	c.tlsCfg, err = certs.ClientTLS(cl.CertFile, cl.KeyFile, cl.CAFile, "")
-	require.NoError(t, err)
-	c.client = &http.Client{Transport: &http.Transport{TLSClientConfig: c.tlsCfg}, Timeout: 30 * time.Second}
-	key := make([]byte, 16)
-	_, _ = rand.Read(key)
-	ports := proctest.FreePorts(t, 4*nodes)
-	for i := 1; i <= nodes; i++ {
-		p := ports[(i-1)*4:]
-		n := &e2eNode{name: fmt.Sprintf("n%d", i), id: i, region: e2eRegions[(i-1)%len(e2eRegions)],
-			api: fmt.Sprintf("127.0.0.1:%d", p[1]), node: fmt.Sprintf("127.0.0.1:%d", p[0])}
-		nd := filepath.Join(c.dir, n.name)
-		n.dataDir = filepath.Join(nd, "data")
-		is, err := certs.CreateNode(c.ca, filepath.Join(nd, "tls"), certs.NodeOptions{Name: n.name, Hosts: []string{"127.0.0.1", "localhost"}})
-		require.NoError(t, err)
-		var b strings.Builder
-		fmt.Fprintf(&b, "name: %s\nnode_id: %d\nregion: %s\nzone: %s-a\ncluster: e2e\ndata_dir: data\n", n.name, i, n.region, n.region)
-		fmt.Fprintf(&b, "bind:\n  node_addr: %s\n  api_addr: %s\n  gossip_addr: 127.0.0.1:%d\n", n.node, n.api, p[2])
-		if i == 2 {
-			n.dns = fmt.Sprintf("127.0.0.1:%d", p[3])
-			fmt.Fprintf(&b, "  dns_addr: %s\ndns:\n  zone: fm.e2e.\n  ttl: 1s\n", n.dns)
-		}
-		if i != 1 {
-			fmt.Fprintf(&b, "retry_join: [\"127.0.0.1:%d\"]\n", ports[2])
-		}
-		fmt.Fprintf(&b, "gossip_key: %s\ntls:\n  cert_file: %s\n  key_file: %s\n  ca_file: %s\nshutdown_timeout: 10s\n",
-			base64.StdEncoding.EncodeToString(key), is.CertFile, is.KeyFile, is.CAFile)
-		n.cfgPath = filepath.Join(nd, "node.yaml")
-		require.NoError(t, os.WriteFile(n.cfgPath, []byte(b.String()), 0o600))
-		c.nodes = append(c.nodes, n)
+	for _, n := range c.lc.nodes {
+		c.nodes = append(c.nodes, &e2eNode{localNode: n})
 	}
 	return c
 }
 
 func (c *e2eCluster) start(n *e2eNode) {
-	n.proc = proctest.Start(c.t, proctest.ProcSpec{Name: n.name, Path: c.bin, Args: []string{"agent", "--config", n.cfgPath},
-		Env: c.env, LogFile: filepath.Join(c.dir, n.name, fmt.Sprintf("agent-%d.log", time.Now().UnixNano()))})
+	n.proc = proctest.Start(c.t, proctest.ProcSpec{Name: n.name, Path: c.bin, Args: n.agentArgs(),
+		Env: c.lc.env, LogFile: filepath.Join(c.dir, n.name, fmt.Sprintf("agent-%d.log", time.Now().UnixNano()))})
 }
 
 // run runs one fmnode admin command to completion and returns its stdout.
 func (c *e2eCluster) run(args ...string) (string, int) {
-	p := proctest.Start(c.t, proctest.ProcSpec{Name: args[0], Path: c.bin, Args: args, Env: c.env})
+	p := proctest.Start(c.t, proctest.ProcSpec{Name: args[0], Path: c.bin, Args: args, Env: c.lc.env})
 	code, err := p.Wait(2 * time.Minute)
 	require.NoError(c.t, err, p.Tail())
 	return p.Tail(), code
 }
 
 func (c *e2eCluster) adminArgs(n *e2eNode) []string {
-	cl := filepath.Join(c.dir, "client")
-	return []string{"--addr", n.api, "--ca-file", filepath.Join(cl, "ca.crt"),
-		"--cert-file", filepath.Join(cl, certs.ClientCertFile("e2e")), "--key-file", filepath.Join(cl, certs.ClientKeyFile("e2e"))}
+	return []string{"--addr", n.api, "--ca-file", c.lc.cl.CAFile, "--cert-file", c.lc.cl.CertFile, "--key-file", c.lc.cl.KeyFile}
 }
 
 func (c *e2eCluster) waitUp(n *e2eNode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(c.t, proctest.WaitHTTP(ctx, "https://"+n.api+agent.PathHealthz, c.client), "%s never answered:\n%s", n.name, n.proc.Tail())
+	require.NoError(c.t, c.lc.waitHTTP(ctx, n.localNode, agent.PathHealthz, n.proc.Done()), "%s never answered:\n%s", n.name, n.proc.Tail())
 }
 
 func (c *e2eCluster) waitReady(n *e2eNode, within time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	require.NoError(c.t, proctest.WaitHTTP(ctx, "https://"+n.api+agent.PathReadyz, c.client), "%s never became ready:\n%s", n.name, n.proc.Tail())
+	require.NoError(c.t, c.lc.waitHTTP(ctx, n.localNode, agent.PathReadyz, n.proc.Done()), "%s never became ready:\n%s", n.name, n.proc.Tail())
 }
 
-func (c *e2eCluster) status(n *e2eNode) (agent.NodeStatus, error) {
-	var st agent.NodeStatus
-	resp, err := c.client.Get("https://" + n.api + agent.PathPartitions)
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("%s: %d %s", n.name, resp.StatusCode, b)
-	}
-	return st, json.Unmarshal(b, &st)
-}
+func (c *e2eCluster) status(n *e2eNode) (agent.NodeStatus, error) { return c.lc.status(n.localNode) }
 
 // TestAgentEndToEnd runs three `fmnode agent` processes (one per region)
 // from the built binary, with mutual TLS on loopback: init, writes and
@@ -175,7 +114,7 @@ func TestAgentEndToEnd(t *testing.T) {
 
 	res, err := routing.NewDNSResolver(routing.DNSResolverConfig{Servers: []string{north.dns}})
 	require.NoError(t, err)
-	cl, err := kv.New(kv.Config{HTTP: &http.Client{Transport: &http.Transport{TLSClientConfig: c.tlsCfg}},
+	cl, err := kv.New(kv.Config{HTTP: &http.Client{Transport: &http.Transport{TLSClientConfig: c.lc.tlsCfg}},
 		Routing: routing.Config{Zone: "fm.e2e.", Resolver: res, PartitionCount: parts}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -264,7 +203,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	hp, err := routing.NewOneBasedHashPartitioner(parts)
 	require.NoError(t, err)
 	var pending sync.WaitGroup
-	raw := &http.Client{Transport: &http.Transport{TLSClientConfig: c.tlsCfg}, Timeout: 5 * time.Second}
+	raw := &http.Client{Transport: &http.Transport{TLSClientConfig: c.lc.tlsCfg}, Timeout: 5 * time.Second}
 	for k := 0; k < 12; k++ {
 		pending.Add(1)
 		go func(k int) {

@@ -9,12 +9,14 @@
 //     its violations and the command that replays it; the exit code is 1
 //     then (under --canary, 1 when every seed caught the broken acceptor).
 //     On a terminal a long run shows its progress on stderr.
-//   - fmnode bench cas|dns|partition measures and prints JSON: CAS
+//   - fmnode bench cas|dns|partition|agent measures and prints JSON: CAS
 //     throughput and latency against `fmnode acceptor` child processes on
 //     loopback; DNS TXT queries per second against the txtdns server in a
 //     child process (this binary re-run as `fmnode bench dns --serve`);
 //     strong writes per second across many partitions, three regions in one
-//     process, on pebble with sync.
+//     process, on pebble with sync; strong writes per second through the Go
+//     client against three `fmnode agent` child processes on loopback with
+//     mutual TLS, next to the partition benchmark in the same run.
 //   - fmnode acceptor serves one CASPaxos acceptor over TCP on a bbolt,
 //     pebble or in-memory store, printing "listening ADDR" first; with
 //     --control-stdin it answers "stats" and exits when stdin closes, and
