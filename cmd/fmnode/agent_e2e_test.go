@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fmnode/fmnode/failover"
@@ -185,6 +186,24 @@ func TestAgentEndToEnd(t *testing.T) {
 	// appends). They restart from their disks and fail over without those
 	// writes; when the old write region returns, they are its false
 	// progress and must go to its conflict record.
+	// First the returned east must be back in every write quorum:
+	// without it, losing the write region would leave fewer regions than
+	// the minimum durability, and the failover is (rightly) refused.
+	require.Eventually(t, func() bool {
+		full := 0
+		for _, n := range c.nodes {
+			st, err := c.status(n)
+			if err != nil {
+				return false
+			}
+			for _, p := range st.Partitions {
+				if p.Role == "leader" && len(p.Quorum) == 3 {
+					full++
+				}
+			}
+		}
+		return full == parts
+	}, 60*time.Second, 50*time.Millisecond, "east never grew back into the write quorums")
 	leaders := c.leaders(c.nodes...)
 	wr := c.byName(mostCommon(leaders))
 	var followers []*e2eNode
@@ -202,29 +221,59 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 	hp, err := routing.NewOneBasedHashPartitioner(parts)
 	require.NoError(t, err)
+	// Two keys of every partition wr leads.
+	var doomed []string
+	perPart := map[uint32]int{}
+	for k := 0; len(doomed) < 2*len(wst.Partitions) && k < 10000; k++ {
+		key := fmt.Sprintf("doomed-%d", k)
+		p := hp.Partition(key)
+		if leaders[p] == wr.name && perPart[p] < 2 {
+			perPart[p]++
+			doomed = append(doomed, key)
+		}
+	}
 	var pending sync.WaitGroup
+	var statuses sync.Map
 	raw := &http.Client{Transport: &http.Transport{TLSClientConfig: c.lc.tlsCfg}, Timeout: 5 * time.Second}
-	for k := 0; k < 12; k++ {
+	for _, key := range doomed {
 		pending.Add(1)
-		go func(k int) {
+		go func(key string) {
 			defer pending.Done()
-			key := fmt.Sprintf("doomed-%d", k)
 			req, err := http.NewRequest(http.MethodPut, "https://"+wr.api+"/v1/kv/"+key, strings.NewReader("x"))
 			if err != nil {
 				return
 			}
 			req.Header.Set("Fm-Epoch", fmt.Sprint(epochOf[hp.Partition(key)]))
-			if resp, err := raw.Do(req); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusNoContent {
-					mu.Lock()
-					acked[key] = "x" // it must not be (no quorum), but if it is, it must survive
-					mu.Unlock()
-				}
+			resp, err := raw.Do(req)
+			if err != nil {
+				statuses.Store(key, err.Error())
+				return
 			}
-		}(k)
+			resp.Body.Close()
+			statuses.Store(key, resp.Status)
+			if resp.StatusCode == http.StatusNoContent {
+				mu.Lock()
+				acked[key] = "x" // it must not be (no quorum), but if it is, it must survive
+				mu.Unlock()
+			}
+		}(key)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Kill once wr's log holds ops it has not committed (within its lease:
+	// the frozen followers stopped renewing it).
+	ahead := func() bool {
+		st, err := c.status(wr)
+		if err != nil {
+			return false
+		}
+		n := 0
+		for _, p := range st.Partitions {
+			if p.LastLSN > p.CommitLSN {
+				n++
+			}
+		}
+		return n == len(perPart)
+	}
+	require.Eventually(t, ahead, 1500*time.Millisecond, 20*time.Millisecond, "%s never appended the writes it cannot commit: %v", wr.name, syncMapString(&statuses))
 	wr.proc.Kill()
 	for _, n := range followers {
 		n.proc.Kill()
@@ -236,7 +285,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	for _, n := range followers {
 		c.waitReady(n, 60*time.Second)
 	}
-	require.Eventually(t, func() bool {
+	if !assert.Eventually(t, func() bool {
 		ls := c.leaders(followers...)
 		if len(ls) != parts {
 			return false
@@ -247,7 +296,9 @@ func TestAgentEndToEnd(t *testing.T) {
 			}
 		}
 		return true
-	}, 30*time.Second, 20*time.Millisecond, "no failover after the write region's agent died with false progress: %s", c.explain(followers...))
+	}, 30*time.Second, 20*time.Millisecond) {
+		t.Fatalf("no failover after the write region's agent died with false progress:%s", c.explain(followers...))
+	}
 	c.start(wr)
 	c.waitReady(wr, 60*time.Second)
 	conflicts := c.waitCaughtUp(wr, c.nodes)
@@ -403,5 +454,14 @@ func (c *e2eCluster) explain(nodes ...*e2eNode) string {
 			}
 		}
 	}
+	return b.String()
+}
+
+func syncMapString(m *sync.Map) string {
+	var b strings.Builder
+	m.Range(func(k, v any) bool {
+		fmt.Fprintf(&b, "%v: %v; ", k, v)
+		return true
+	})
 	return b.String()
 }
