@@ -29,6 +29,10 @@ type Acceptor struct {
 	putIndex  map[string]int // key -> index in pending.Put, so a key is written once per batch
 	outbox    []Message
 	violation error
+	// reuses counts Accepts that carried a second value at the ballot of
+	// the value this acceptor had accepted; reuse is the first of them.
+	reuses uint64
+	reuse  error
 }
 
 // eraseFloorKey is the reserved key under which the erase floor is stored;
@@ -94,6 +98,16 @@ func (a *Acceptor) EraseFloor() Ballot { return a.eraseFloor }
 // Violation returns the first broken invariant, if any. Drivers treat it as
 // fatal (the simulator fails the seed).
 func (a *Acceptor) Violation() error { return a.violation }
+
+// BallotReuse reports the Accepts that carried a second value at the ballot
+// this acceptor had accepted another value at: how many, and the first.
+// Ballots are unique per proposal, so each one is a proposer that broke
+// Paxos (two values under one ballot can both be chosen by different
+// quorums). The acceptor refuses them and its own state stays sound, so
+// this is not a Violation: a driver that stops on Violation must not let a
+// remote peer stop its acceptor. The simulator, whose proposers are the
+// real cores, fails the seed on it; a runtime should log and count it.
+func (a *Acceptor) BallotReuse() (uint64, error) { return a.reuses, a.reuse }
 
 // HasReady reports whether Ready would return anything.
 func (a *Acceptor) HasReady() bool { return len(a.outbox) > 0 || !a.pending.Empty() }
@@ -198,7 +212,13 @@ func (a *Acceptor) accept(from NodeID, in *Item) Item {
 		return out
 	}
 	if r.Accepted == in.Ballot && !r.Value.Equal(in.Value) {
-		// One ballot, two values: only a broken proposer does this.
+		// One ballot, two values: only a broken proposer does this. The
+		// stored value stays (it may have been chosen), and it is reported.
+		a.reuses++
+		if a.reuse == nil {
+			a.reuse = fmt.Errorf("acceptor %d key %q: proposer %d reused ballot %v: accepted %v, then sent %v",
+				a.id, in.Key, from, in.Ballot, r.Value, in.Value)
+		}
 		out.Reject = RejectMalformed
 		return out
 	}

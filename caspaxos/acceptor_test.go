@@ -33,6 +33,9 @@ func TestAcceptorRules(t *testing.T) {
 		reject     Reject
 		conflict   Ballot
 		wantRecord *Record // nil = no write expected
+		// reused: the request sent a second value at an accepted ballot,
+		// which BallotReuse reports (not Violation: the state is intact).
+		reused bool
 	}{
 		{name: "prepare on empty promises", typ: MsgPrepare, from: 1, item: Item{Key: "k", Ballot: b(1, 1)},
 			wantRecord: &Record{Key: "k", Promised: b(1, 1)}},
@@ -60,7 +63,7 @@ func TestAcceptorRules(t *testing.T) {
 			item: Item{Key: "k", Ballot: b(2, 1), Next: b(3, 2), Value: val}, reject: RejectMalformed},
 		{name: "accept of a second value at one ballot is malformed",
 			rec: &Record{Key: "k", Promised: b(2, 1), Accepted: b(2, 1), Value: val}, typ: MsgAccept, from: 1,
-			item: Item{Key: "k", Ballot: b(2, 1), Value: Value{Version: 1, Data: []byte("y")}}, reject: RejectMalformed},
+			item: Item{Key: "k", Ballot: b(2, 1), Value: Value{Version: 1, Data: []byte("y")}}, reject: RejectMalformed, reused: true},
 		{name: "duplicate accept is idempotent", rec: &Record{Key: "k", Promised: b(2, 1), Accepted: b(2, 1), Value: val},
 			typ: MsgAccept, from: 1, item: Item{Key: "k", Ballot: b(2, 1), Value: val}},
 		{name: "erase of a live value is refused", rec: &Record{Key: "k", Promised: b(2, 1), Accepted: b(2, 1), Value: val},
@@ -83,6 +86,15 @@ func TestAcceptorRules(t *testing.T) {
 			assert.Equal(t, tc.conflict, got.Conflict)
 			assert.Equal(t, tc.item.Key, got.Key)
 			assert.Equal(t, tc.item.Ballot, got.Ballot, "reply echoes the ballot")
+			n, reuse := a.BallotReuse()
+			if tc.reused {
+				assert.Equal(t, uint64(1), n)
+				require.Error(t, reuse)
+				assert.Contains(t, reuse.Error(), "proposer 1 reused ballot 2.1")
+			} else {
+				assert.Zero(t, n)
+				assert.NoError(t, reuse)
+			}
 			if tc.wantRecord == nil {
 				assert.Empty(t, batch.Put, "no write expected")
 				return

@@ -66,6 +66,11 @@
 // simulator): a new round's ballot counter starts at the clock's
 // milliseconds when that is ahead of every ballot seen, so a proposer that
 // has been idle does not start below the current ballot and get refused.
+// The clock does not make ballots unique: a proposer that dropped a key's
+// state (idle without a cached promise, evicted) starts the key's next
+// round above the greatest counter it sent on any key it forgot, so two
+// rounds within one millisecond, or after a conflict pushed the counter
+// past the clock, never share a ballot.
 // Randomness comes from an injected Rand, so a seeded simulation replays.
 //
 // Watch fans committed values out to subscribers in version order with a

@@ -128,6 +128,19 @@ type Proposer struct {
 
 	keys   map[string]*keyState
 	active int
+	// forgotten is the greatest ballot counter this proposer sent on a key
+	// whose state it has since dropped (idle without a cache, evicted, or
+	// forgotten with the caches). A key's state is where the proposer
+	// remembers its own ballots, and a state created anew knows none of
+	// them: its first ballot starts above (forgotten, ID), so that a
+	// round never reuses a ballot an earlier round sent on the same key
+	// with another value, even within one millisecond of the clock or
+	// after a conflict pushed the counter past it. One number for every
+	// key, so no memory per forgotten key: it lifts a fresh key's first
+	// ballot (of any key) only while it is not below the clock's
+	// milliseconds, so counters keep following the clock.
+	forgotten uint64
+
 	timers timerHeap
 	// timerGen numbers timers proposer-wide: a key's state may be dropped
 	// and recreated while its old timers are still in the heap.
@@ -300,6 +313,14 @@ func (p *Proposer) startRound(now time.Duration, ks *keyState) {
 	floor := ks.maxSeen.Max(ks.ballot)
 	if ms := uint64(max(now, 0) / time.Millisecond); ms > floor.Counter {
 		floor = Ballot{Counter: ms}
+	}
+	if ks.ballot.IsZero() {
+		// A fresh key state: the ballots this proposer used on the key
+		// before its state was dropped are at most forgotten. The clock
+		// alone does not keep them apart: two rounds within one
+		// millisecond, or a counter pushed past the clock by a conflict,
+		// would start at a ballot that already carried another value.
+		floor = floor.Max(Ballot{Counter: p.forgotten, Proposer: p.cfg.ID})
 	}
 	b, err := NextBallot(p.cfg.ID, floor)
 	if err != nil {
@@ -702,8 +723,15 @@ func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, c
 	ks.queue = nil
 	p.active--
 	if !ks.cacheOK {
-		delete(p.keys, ks.key)
+		p.forget(ks)
 	}
+}
+
+// forget drops the state of idle key ks, folding the ballots it sent into
+// forgotten: the next state of the key starts above them.
+func (p *Proposer) forget(ks *keyState) {
+	p.forgotten = max(p.forgotten, ks.ballot.Counter, ks.next.Counter, ks.cacheBallot.Counter)
+	delete(p.keys, ks.key)
 }
 
 func (p *Proposer) setTimer(ks *keyState, at time.Duration) {
@@ -727,7 +755,7 @@ func (p *Proposer) setCache(ks *keyState, b Ballot, v Value) {
 		old := p.lru.Back().Value.(*keyState)
 		p.clearCache(old)
 		if old.cur == nil && p.keys[old.key] == old {
-			delete(p.keys, old.key)
+			p.forget(old)
 		}
 	}
 }
@@ -748,7 +776,7 @@ func (p *Proposer) dropCaches() {
 		ks := e.Value.(*keyState)
 		p.clearCache(ks)
 		if ks.cur == nil && p.keys[ks.key] == ks {
-			delete(p.keys, ks.key)
+			p.forget(ks)
 		}
 		e = nx
 	}

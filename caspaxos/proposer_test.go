@@ -377,3 +377,118 @@ func TestProposerTakesTurnsOnContendedKeys(t *testing.T) {
 		})
 	}
 }
+
+// A proposer remembers its ballots for a key in the key's state, which it
+// drops when the key goes idle without a cached promise (fast path off, a
+// failed proposal, an evicted or fenced cache). The next round on the key
+// must still start above every ballot the proposer sent on it before: the
+// clock alone does not keep two rounds within one millisecond apart, nor a
+// round from one whose counter a conflict pushed past the clock. A reused
+// ballot carrying another value let a change report success without being
+// applied, or two values commit at one version.
+func TestProposerNeverReusesABallotOnAKey(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name   string
+		config func(*ProposerConfig)
+		// before runs on the fresh cluster and leaves proposer 1 without
+		// state for key k; second is then proposed at secondAt.
+		before   func(t *testing.T, c *cluster)
+		secondAt time.Duration
+		second   Change
+		drop     func(m Message) bool // during second
+		want     []byte               // what a final read must find
+	}{
+		{
+			name:   "fast path off, two changes in one millisecond",
+			config: func(cfg *ProposerConfig) { cfg.DisableFastPath = true },
+			before: func(t *testing.T, c *cluster) {
+				require.NoError(t, c.do(1, "k", CAS(0, []byte("a"))).Err)
+			},
+			second: CAS(1, []byte("b")),
+			want:   []byte("b"),
+		},
+		{
+			name:   "cache evicted, change in the same millisecond",
+			config: func(cfg *ProposerConfig) { cfg.MaxCachedKeys = 1 },
+			before: func(t *testing.T, c *cluster) {
+				require.NoError(t, c.do(1, "k", CAS(0, []byte("a"))).Err)
+				require.NoError(t, c.do(1, "j", CAS(0, []byte("x"))).Err) // evicts k
+			},
+			second: CAS(1, []byte("b")),
+			want:   []byte("b"),
+		},
+		{
+			// Another proposer's clock is 5 s ahead: its ballot pushes
+			// proposer 1's counter to 5001, the accept lands on 101
+			// alone and the proposal fails; 5 s later proposer 1's clock
+			// reaches 5001 ms.
+			name:   "failed proposal with a counter past the clock",
+			config: func(cfg *ProposerConfig) { cfg.MaxAttempts = 2 },
+			before: func(t *testing.T, c *cluster) {
+				for _, id := range []NodeID{102, 103} {
+					require.NoError(t, c.acceptors[id].Step(Message{Type: MsgPrepare, From: 9, To: id, Items: []Item{{Key: "k", Ballot: b(5000, 9)}}}))
+					batch, _ := c.acceptors[id].Ready()
+					require.NoError(t, c.stores[id].Apply(batch))
+				}
+				c.drop = func(m Message) bool { return m.Type == MsgAccept && m.To != 101 }
+				r := c.do(1, "k", CAS(0, []byte("a")))
+				require.ErrorIs(t, r.Err, ErrUnknownOutcome)
+				c.drop = nil
+			},
+			secondAt: 5001 * ms,
+			second:   CAS(0, []byte("b")),
+			// 101's promise is late: 102 and 103 form the quorum.
+			drop: func(m Message) bool { return m.Type == MsgPrepareReply && m.From == 101 },
+			want: []byte("b"),
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3)
+			cfg := DefaultProposerConfig(1, quorum.MajorityConfig(101, 102, 103))
+			tc.config(&cfg)
+			p, err := NewProposer(cfg, rand.New(rand.NewPCG(1, 1)))
+			require.NoError(t, err)
+			c.proposers[1] = p
+			p2, err := NewProposer(DefaultProposerConfig(2, cfg.Quorum), rand.New(rand.NewPCG(2, 2)))
+			require.NoError(t, err)
+			c.proposers[2] = p2
+			tc.before(t, c)
+			var used Ballot // the greatest ballot (or promised next) sent on k
+			for _, m := range c.sent {
+				if m.From != 1 {
+					continue
+				}
+				for _, it := range m.Items {
+					if it.Key == "k" {
+						used = used.Max(it.Ballot).Max(it.Next)
+					}
+				}
+			}
+			require.False(t, used.IsZero())
+
+			c.sent = nil
+			c.now = max(c.now, tc.secondAt)
+			c.drop = tc.drop
+			r := c.do(1, "k", tc.second)
+			c.drop = nil
+			var first Ballot
+			for _, m := range c.sent {
+				if m.From == 1 && m.Type == MsgPrepare && len(m.Items) > 0 {
+					first = m.Items[0].Ballot
+					break
+				}
+			}
+			require.False(t, first.IsZero(), "the second change starts with phase 1")
+			assert.True(t, used.Less(first), "second round's ballot %v is not above %v sent before", first, used)
+			require.NoError(t, r.Err)
+			assert.Equal(t, tc.want, r.Value.Data, "the change took effect")
+			// Another proposer reads from 101 and 102 (it holds no cache).
+			c.drop = func(m Message) bool { return m.From == 103 || m.To == 103 }
+			read := c.do(2, "k", Read())
+			require.NoError(t, read.Err)
+			assert.Equal(t, r.Value, read.Value, "a read finds the committed value")
+		})
+	}
+}

@@ -33,6 +33,8 @@ type acceptorProc struct {
 	head     int
 	lastSync time.Duration
 	reported bool
+	// reuse is the acceptor's first ballot reuse, once reported.
+	reuse error
 }
 
 func (a *acceptorProc) boot() error {
@@ -79,6 +81,11 @@ func (a *acceptorProc) checkInvariants(now time.Duration) {
 	if v := a.acc.Violation(); v != nil && !a.reported {
 		a.reported = true
 		a.c.viol.add(now, ViolationInvariant, "acceptor %d: %v", a.id, v)
+	}
+	// Every proposer here is the real core: a reused ballot is its bug.
+	if _, err := a.acc.BallotReuse(); err != nil && err != a.reuse {
+		a.reuse = err
+		a.c.viol.add(now, ViolationInvariant, "%v", err)
 	}
 }
 

@@ -57,6 +57,8 @@ type foNode struct {
 	// lease is the node's lease as of its last Ready (the checkers compare
 	// acknowledgements against it; it outlives a crash until the restart).
 	lease time.Duration
+	// reuse is the node acceptor's first ballot reuse, once reported.
+	reuse error
 }
 
 func (n *foNode) local() time.Duration { return n.fw.e.w.Local(n.idx) }
@@ -278,6 +280,13 @@ func (n *foNode) checkNode() {
 	}
 	if err := n.node.Violation(); err != nil {
 		n.fw.e.viol.add(n.fw.now(), ViolationInvariant, "node %d: %v", n.idx, err)
+	}
+	// Every proposer here is the real core: a reused ballot is its bug.
+	if acc := n.node.Acceptor(); acc != nil {
+		if _, err := acc.BallotReuse(); err != nil && err != n.reuse {
+			n.reuse = err
+			n.fw.e.viol.add(n.fw.now(), ViolationInvariant, "node %d: %v", n.idx, err)
+		}
 	}
 }
 
