@@ -342,7 +342,7 @@ func decideFailover(cfg Config, s State, ev Evidence) Decision {
 		d.Suppressed, d.RetryAt = why, until
 		return d
 	}
-	for _, c := range d.Candidates {
+	for i, c := range d.Candidates {
 		if !c.Eligible {
 			continue
 		}
@@ -356,6 +356,9 @@ func decideFailover(cfg Config, s State, ev Evidence) Decision {
 		next, div, err := promote(cfg, s, ev, c, DecideFailover)
 		if err != nil {
 			d.because("candidate %s rejected: %v", c.Region, err)
+			// The summary an operator reads names why, not only that
+			// the candidate was live.
+			d.Candidates[i].Why = fmt.Sprintf("%s, but rejected: %v", c.Why, err)
 			continue
 		}
 		// Hysteresis: a partition that keeps failing over waits longer

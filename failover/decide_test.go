@@ -473,3 +473,20 @@ func TestDecideGrowHysteresis(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, s.QuorumFlaps, got.QuorumFlaps, "the hold-off is in the register")
 }
+
+// TestDecideSummaryNamesWhyALiveCandidateWasRejected: a live member whose
+// promotion would leave the write quorum below the minimum durability is
+// refused, and the summary an operator reads says so (it used to list the
+// candidate as "live, epoch 1, LSN 40, lag 0" and nothing else).
+func TestDecideSummaryNamesWhyALiveCandidateWasRejected(t *testing.T) {
+	cfg := DefaultConfig()
+	s, err := NewState("p-1", "east", regions, Strong, 2)
+	require.NoError(t, err)
+	wq, err := s.WriteQuorum.Shrink("west")
+	require.NoError(t, err)
+	s.WriteQuorum = wq
+	d := Decide(cfg, s, failed(healthy(time.Minute, "north", map[Region]LSN{"north": 40, "west": 40})))
+	require.Equal(t, DecideNone, d.Kind, d.Reasons)
+	assert.Contains(t, d.Suppressed, "no candidate qualifies")
+	assert.Contains(t, d.Suppressed, "north: live, epoch 1, LSN 40, lag 0, but rejected:")
+}
