@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/fmnode/fmnode/caspaxos"
 	"github.com/fmnode/fmnode/internal/clusterspec"
@@ -45,7 +46,11 @@ type host struct {
 
 	mu       sync.Mutex
 	apiAddrs map[node.NodeID]string // where each node's API is, as gossip last said
-	cancel   context.CancelFunc
+	// clock is the node's clock (noderun.WallClock); the DNS publisher
+	// reads it through routeClock so that its publish lag is measured on
+	// the timeline routes are stamped with (node.RouteTime).
+	clock  func() time.Duration
+	cancel context.CancelFunc
 	// exited is closed when the driver's Run returned, with runErr.
 	exited chan struct{}
 	runErr error
@@ -63,7 +68,7 @@ func (a *Agent) startHost(ctx context.Context, c committed) (*host, error) {
 	if self.Name != a.cfg.Name || self.Region != a.cfg.Region {
 		return nil, fmt.Errorf("agent: the cluster spec records node %d as %s in region %s, but this agent is %s in %s", self.ID, self.Name, self.Region, a.cfg.Name, a.cfg.Region)
 	}
-	h := &host{a: a, spec: spec, self: self, apiAddrs: map[node.NodeID]string{}, exited: make(chan struct{})}
+	h := &host{a: a, spec: spec, self: self, apiAddrs: map[node.NodeID]string{}, exited: make(chan struct{}), clock: noderun.WallClock()}
 	for _, n := range spec.Nodes {
 		h.apiAddrs[node.NodeID(n.ID)] = n.APIAddr
 	}
@@ -144,7 +149,7 @@ func (h *host) startNode() error {
 		Rand: rand.New(rand.NewPCG(seed(), seed())), WatchAll: watch,
 	}
 	drv, err := noderun.New(noderun.Config{Node: ncfg, AcceptorStore: a.accst, PartitionStore: a.partst,
-		Partitions: parts, Publisher: h.pub, Logger: a.log.With("component", "node")})
+		Partitions: parts, Publisher: h.pub, Clock: h.clock, Logger: a.log.With("component", "node")})
 	if err != nil {
 		return err
 	}
@@ -188,7 +193,7 @@ func (h *host) startDNS(version uint64) error {
 		return nil
 	}
 	pub, err := txtdns.NewPublisher(txtdns.PublisherConfig{Zone: cfg.DNS.Zone, TTL: cfg.DNS.TTL,
-		MaxPartitions: max(h.spec.Partitions, 1), Logger: h.a.log.With("component", "txtdns")})
+		MaxPartitions: max(h.spec.Partitions, 1), Clock: routeClock{h.clock}, Logger: h.a.log.With("component", "txtdns")})
 	if err != nil {
 		return fmt.Errorf("dns: %w", err)
 	}
@@ -306,6 +311,17 @@ func verifyPeer(spec clusterspec.Spec) func(nodenet.NodeID, *x509.Certificate) e
 		}
 		return nil
 	}
+}
+
+// routeClock is the node's clock on the routes' timeline (node.RouteTime):
+// a route's CommittedAt is stamped from it when the node learns the
+// commit.
+type routeClock struct{ now func() time.Duration }
+
+func (c routeClock) Now() time.Time { return node.RouteTime(c.now()) }
+
+func (c routeClock) Sleep(ctx context.Context, d time.Duration) error {
+	return txtdns.SystemClock{}.Sleep(ctx, d)
 }
 
 func seed() uint64 {
