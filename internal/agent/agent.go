@@ -118,8 +118,11 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// Each of these returns nil only when runCtx ends; an error stops
 	// the agent.
 	errc := make(chan error, 2)
+	var wg sync.WaitGroup
 	for _, fn := range []func(context.Context) error{a.specLoop, a.hostWhenSpec} {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			if err := fn(runCtx); err != nil {
 				errc <- err
 			}
@@ -130,7 +133,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	case err = <-errc:
 		a.log.Error("agent failed", "err", err)
 	}
-	a.shutdown(cancel)
+	a.shutdown(cancel, &wg)
 	return err
 }
 
@@ -192,7 +195,7 @@ func (a *Agent) checkStoresPresent() error {
 // requests in flight finish (their commits complete), leave the
 // membership, then stop the node and close the stores, all within
 // ShutdownTimeout.
-func (a *Agent) shutdown(cancel context.CancelFunc) {
+func (a *Agent) shutdown(cancel context.CancelFunc, loops *sync.WaitGroup) {
 	start := time.Now()
 	deadline, done := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer done()
@@ -207,6 +210,10 @@ func (a *Agent) shutdown(cancel context.CancelFunc) {
 		_ = a.members.Shutdown()
 	}
 	cancel()
+	// The spec loop and the host's starter end with the context (their
+	// register reads are bound by it); the stores close only after them,
+	// and no host can start after this.
+	loops.Wait()
 	if h := a.host.Load(); h != nil {
 		h.stop(deadline, a.log)
 	}
