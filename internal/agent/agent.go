@@ -103,11 +103,13 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer a.closeStores()
-	if err := a.startAPI(); err != nil {
+	// Membership first: the API's handlers read it (init lists the
+	// members), so it must exist before the first request.
+	if err := a.startMembership(); err != nil {
 		return err
 	}
-	if err := a.startMembership(); err != nil {
-		a.stopAPI(context.Background())
+	if err := a.startAPI(); err != nil {
+		_ = a.members.Shutdown()
 		return err
 	}
 	a.log.Info("agent started", "name", a.cfg.Name, "node_id", a.cfg.NodeID, "region", a.cfg.Region,
