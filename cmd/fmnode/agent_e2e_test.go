@@ -19,6 +19,7 @@ import (
 	"github.com/fmnode/fmnode/internal/agent"
 	"github.com/fmnode/fmnode/internal/certs"
 	"github.com/fmnode/fmnode/internal/proctest"
+	"github.com/fmnode/fmnode/txtdns"
 	"github.com/fmnode/fmnode/txtdns/kv"
 	"github.com/fmnode/fmnode/txtdns/routing"
 )
@@ -172,6 +173,24 @@ func TestAgentEndToEnd(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond, "the partitions did not fail over")
 	t.Logf("every partition failed over %v after kill -9 of the write region's agent (bound %v)", took.Round(time.Millisecond), bound)
 	require.LessOrEqual(t, took, bound, "failover slower than lease + drift + 1 s")
+	// The DNS server (north) publishes the new routes: the publish lag.
+	var published time.Duration
+	require.Eventually(t, func() bool {
+		for p := uint32(1); p <= parts; p++ {
+			r, err := res.LookupTXT(ctx, txtdns.PartitionName("fm.e2e.", p))
+			if err != nil || len(r.Records) == 0 {
+				return false
+			}
+			run, err := txtdns.DecodeRun(r.Records[0])
+			if err != nil || run.Epoch < 2 || run.WriteRegion == "east" {
+				return false
+			}
+		}
+		published = time.Since(killed)
+		return true
+	}, 10*time.Second, 10*time.Millisecond, "DNS never published the failover")
+	t.Logf("DNS published every new route %v after the kill, %v after the agents reported the failover",
+		published.Round(time.Millisecond), (published - took).Round(time.Millisecond))
 	c.checkAcked(ctx, cl, &mu, acked)
 	require.Eventually(t, func() bool { return put("after-failover", "y") == nil }, 30*time.Second, 50*time.Millisecond)
 
