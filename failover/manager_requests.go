@@ -1,5 +1,5 @@
 // Operator requests for single partitions and for all: a switchover, a
-// pause of one partition (both refused while the partition has a proposal
+// pause or a never-promote change of one partition (refused while the partition has a proposal
 // in flight or the admission window is full), and the global pause.
 
 package failover
@@ -11,26 +11,22 @@ import (
 
 // Switchover asks for a graceful move of a partition's write region.
 func (m *Manager) Switchover(now time.Duration, name string, target Region, reason string) error {
-	p := m.parts[name]
-	if p == nil || !p.have {
-		return fmt.Errorf("%w: unknown partition %q", ErrRefused, name)
-	}
-	if p.inflight {
-		return fmt.Errorf("%w: partition %q has a proposal in flight", ErrRefused, name)
-	}
-	if err := m.windowFull(); err != nil {
-		return err
-	}
-	d, err := RequestSwitchover(m.cfg.Failover, p.state, m.evidence(now, p), target, reason)
-	if err != nil {
-		return err
-	}
-	m.propose(p, d, false)
-	return nil
+	return m.request(now, name, func(s State, ev Evidence) (Decision, error) {
+		return RequestSwitchover(m.cfg.Failover, s, ev, target, reason)
+	})
 }
 
 // SetPaused pauses or resumes automatic failover of one partition.
 func (m *Manager) SetPaused(now time.Duration, name string, paused bool, reason string) error {
+	return m.request(now, name, func(s State, ev Evidence) (Decision, error) {
+		return RequestPause(m.cfg.Failover, s, ev, paused, reason)
+	})
+}
+
+// request runs an operator's request on partition name and proposes its
+// decision: refused for an unknown partition, one with a proposal in
+// flight, or a full window; nothing when the decision changes nothing.
+func (m *Manager) request(now time.Duration, name string, decide func(State, Evidence) (Decision, error)) error {
 	p := m.parts[name]
 	if p == nil || !p.have {
 		return fmt.Errorf("%w: unknown partition %q", ErrRefused, name)
@@ -41,7 +37,7 @@ func (m *Manager) SetPaused(now time.Duration, name string, paused bool, reason 
 	if err := m.windowFull(); err != nil {
 		return err
 	}
-	d, err := RequestPause(m.cfg.Failover, p.state, m.evidence(now, p), paused, reason)
+	d, err := decide(p.state, m.evidence(now, p))
 	if err != nil || d.Next == nil {
 		return err
 	}
@@ -52,22 +48,9 @@ func (m *Manager) SetPaused(now time.Duration, name string, paused bool, reason 
 // SetNeverPromote proposes the partition's new never-promote regions
 // (RequestNeverPromote); nothing when they are already so.
 func (m *Manager) SetNeverPromote(now time.Duration, name string, regions []Region, reason string) error {
-	p := m.parts[name]
-	if p == nil || !p.have {
-		return fmt.Errorf("%w: unknown partition %q", ErrRefused, name)
-	}
-	if p.inflight {
-		return fmt.Errorf("%w: partition %q has a proposal in flight", ErrRefused, name)
-	}
-	if err := m.windowFull(); err != nil {
-		return err
-	}
-	d, err := RequestNeverPromote(m.cfg.Failover, p.state, m.evidence(now, p), regions, reason)
-	if err != nil || d.Next == nil {
-		return err
-	}
-	m.propose(p, d, false)
-	return nil
+	return m.request(now, name, func(s State, ev Evidence) (Decision, error) {
+		return RequestNeverPromote(m.cfg.Failover, s, ev, regions, reason)
+	})
 }
 
 // SetMaxConcurrentPerTarget changes the blast-radius cap at run time (the

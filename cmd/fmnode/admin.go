@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -15,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fmnode/fmnode/internal/certs"
 	"github.com/fmnode/fmnode/internal/dataapi"
 )
 
@@ -72,19 +71,11 @@ func (f *adminFlags) client() (*adminClient, error) {
 	if f.caFile == "" || f.certFile == "" || f.keyFile == "" {
 		return nil, errors.New("--ca-file, --cert-file and --key-file are required (or --insecure for an agent run without TLS)")
 	}
-	ca, err := os.ReadFile(f.caFile)
+	tc, err := certs.ClientTLS(f.certFile, f.keyFile, f.caFile, "")
 	if err != nil {
-		return nil, fmt.Errorf("--ca-file: %w", err)
+		return nil, fmt.Errorf("--cert-file/--key-file/--ca-file: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("--ca-file: %s holds no PEM certificate", f.caFile)
-	}
-	cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--cert-file/--key-file: %w", err)
-	}
-	c.http.Transport = &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, Certificates: []tls.Certificate{cert}}}
+	c.http.Transport = &http.Transport{TLSClientConfig: tc}
 	return c, nil
 }
 
