@@ -309,6 +309,3 @@ func diffRestart(cur, next agentcfg.Config) []string {
 	add("shutdown_timeout", cur.ShutdownTimeout != next.ShutdownTimeout)
 	return out
 }
-
-// errStopped is returned by API calls once shutdown began.
-var errStopped = errors.New("agent: shutting down")

@@ -3,7 +3,6 @@ package agent
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -96,6 +95,3 @@ func (c *certs) client() *tls.Config {
 func (c *certs) nodenet() *nodenet.TLSConfig {
 	return &nodenet.TLSConfig{Server: c.server(), Client: c.client()}
 }
-
-// errNoTLS: the agent runs --insecure.
-var errNoTLS = errors.New("agent: TLS is off (insecure)")

@@ -222,14 +222,6 @@ func mkdirDurable(dir string) error {
 	return nil
 }
 
-// syncDir makes the entries of dir (a rename, a new file) durable.
-func syncDir(dir string) error {
-	if err := durable.SyncDir(dir); err != nil {
-		return fmt.Errorf("datadir: %w", err)
-	}
-	return nil
-}
-
 // Path is the data directory.
 func (d *Dir) Path() string { return d.path }
 

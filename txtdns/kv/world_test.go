@@ -157,12 +157,6 @@ func (f *faultBackend) failWrites(errs ...error) {
 	f.writeErrs = append(f.writeErrs, errs...)
 }
 
-func (f *faultBackend) failReads(errs ...error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.readErrs = append(f.readErrs, errs...)
-}
-
 // hold makes calls wait until the returned func is called.
 func (f *faultBackend) hold() (release func()) {
 	g := make(chan struct{})
