@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,6 +127,10 @@ func (f *certFlags) caCertFile() string { return filepath.Join(f.certsDir, certs
 
 // loadCA reads the CA that signs: <certs-dir>/ca.crt and --ca-key.
 func (f *certFlags) loadCA() (certs.CA, error) {
+	if _, err := os.Stat(f.caCertFile()); errors.Is(err, fs.ErrNotExist) {
+		// A new node's directory: the CA certificate goes in first.
+		return certs.CA{}, fmt.Errorf("--certs-dir: %s does not exist (copy the CA's ca.crt into the directory first)", f.caCertFile())
+	}
 	ca, err := certs.LoadCAFiles(f.caCertFile(), f.caKey)
 	if err != nil {
 		return certs.CA{}, fmt.Errorf("--certs-dir/--ca-key: the CA (%s, %s): %w", f.caCertFile(), f.caKey, err)

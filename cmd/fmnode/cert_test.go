@@ -313,6 +313,8 @@ func TestCertBadArgs(t *testing.T) {
 		{"unknown key type", []string{"create-client", "ops", "--key-type", "dsa"}, false, 2, `--key-type: "dsa" is not one of ecdsa-p256`},
 		{"CA name not printable", []string{"create-ca", "--ca-name", "a\nb", "--overwrite"}, false, 2, "--ca-name: must be printable ASCII"},
 		{"CA key elsewhere missing", []string{"create-client", "ops", "--lifetime", "1h", "--ca-key", "/nonexistent/ca.key", "--certs-dir", d.certs}, true, 1, "--certs-dir/--ca-key: the CA"},
+		{"certs dir without ca.crt", []string{"create-node", "n1", "127.0.0.1", "--certs-dir", filepath.Join(d.certs, "n2"), "--ca-key", d.caKey}, true, 1,
+			"copy the CA's ca.crt into the directory first"},
 		{"list bad output", []string{"list", "-o", "yaml"}, false, 2, `-o: "yaml" is not table or json`},
 		{"list missing dir", []string{"list", "--certs-dir", "/nonexistent/certs"}, true, 1, "--certs-dir: open /nonexistent/certs"},
 		{"ca takes no arguments", []string{"create-ca", "extra"}, false, 2, `unexpected arguments ["extra"]`},
