@@ -26,6 +26,11 @@
 //     mutual TLS, membership, the cluster spec, the data API and DNS.
 //   - fmnode init writes the cluster spec through a running agent;
 //     fmnode config get|set|keys reads and changes it by CAS.
+//   - fmnode cert create-ca|create-node|create-client|list makes the
+//     cluster's certificates in the spirit of `cockroach cert` (package
+//     internal/certs): ca.crt, node.crt/.key and client.NAME.crt/.key in
+//     one --certs-dir, the CA key at --ca-key, and lists a directory's
+//     certificates with whether they verify against its ca.crt.
 package main
 
 import (
@@ -55,6 +60,7 @@ func commands() map[string]command {
 		"agent":    {summary: "run the fmnode daemon (fmnode agent --config node.yaml)", run: runAgent},
 		"init":     {summary: "write the cluster spec through a running agent", run: runInit},
 		"config":   {summary: "read or change the cluster spec (fmnode config get|set)", run: runConfig},
+		"cert":     {summary: "create or list the cluster's certificates (fmnode cert create-ca|...)", run: runCert},
 	}
 }
 

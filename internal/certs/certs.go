@@ -130,6 +130,20 @@ type Issued struct {
 // CreateCA creates a certificate authority in dir (created 0700 if
 // missing): ca.crt and ca.key.
 func CreateCA(dir string, opts CAOptions) (CA, error) {
+	if err := checkDir(dir); err != nil {
+		return CA{}, err
+	}
+	return CreateCAFiles(filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile), opts)
+}
+
+// CreateCAFiles is CreateCA with the certificate and the key at paths of
+// their own (their directories created 0700 if missing): the layout of
+// `cockroach cert`, where the CA key is kept away from the certificates
+// directory that nodes and clients are given a copy of.
+func CreateCAFiles(certFile, keyFile string, opts CAOptions) (CA, error) {
+	if err := checkPaths(certFile, keyFile); err != nil {
+		return CA{}, err
+	}
 	if err := checkName("CAOptions.CommonName", opts.CommonName, false); err != nil {
 		return CA{}, err
 	}
@@ -138,9 +152,6 @@ func CreateCA(dir string, opts CAOptions) (CA, error) {
 		return CA{}, err
 	}
 	if err := opts.KeyType.check("CAOptions.KeyType"); err != nil {
-		return CA{}, err
-	}
-	if err := checkDir(dir); err != nil {
 		return CA{}, err
 	}
 	key, err := opts.KeyType.generate()
@@ -171,11 +182,8 @@ func CreateCA(dir string, opts CAOptions) (CA, error) {
 	if err != nil {
 		return CA{}, err
 	}
-	ca := CA{
-		Cert: cert, CertPEM: certPEM, Key: key,
-		CertFile: filepath.Join(dir, CACertFile), KeyFile: filepath.Join(dir, CAKeyFile),
-	}
-	err = writeFiles(dir, []file{
+	ca := CA{Cert: cert, CertPEM: certPEM, Key: key, CertFile: certFile, KeyFile: keyFile}
+	err = writeFiles([]file{
 		{ca.KeyFile, keyPEM, keyMode},
 		{ca.CertFile, certPEM, certMode},
 	}, opts.Overwrite)
@@ -188,7 +196,19 @@ func CreateCA(dir string, opts CAOptions) (CA, error) {
 // LoadCA reads the certificate authority CreateCA wrote in dir, checking
 // that the certificate is a CA's and that the key is its key.
 func LoadCA(dir string) (CA, error) {
-	ca := CA{CertFile: filepath.Join(dir, CACertFile), KeyFile: filepath.Join(dir, CAKeyFile)}
+	if err := checkDir(dir); err != nil {
+		return CA{}, err
+	}
+	return LoadCAFiles(filepath.Join(dir, CACertFile), filepath.Join(dir, CAKeyFile))
+}
+
+// LoadCAFiles is LoadCA for a certificate and a key at paths of their own
+// (as CreateCAFiles writes them).
+func LoadCAFiles(certFile, keyFile string) (CA, error) {
+	if err := checkPaths(certFile, keyFile); err != nil {
+		return CA{}, err
+	}
+	ca := CA{CertFile: certFile, KeyFile: keyFile}
 	cert, certPEM, err := readCert(ca.CertFile)
 	if err != nil {
 		return CA{}, err
@@ -321,7 +341,7 @@ func issue(ca CA, dir string, tmpl *x509.Certificate, p leafParams) (Issued, err
 	if !same {
 		files = append(files, file{out.CAFile, ca.CertPEM, certMode})
 	}
-	if err := writeFiles(dir, files, p.overwrite); err != nil {
+	if err := writeFiles(files, p.overwrite); err != nil {
 		return Issued{}, err
 	}
 	return out, nil
@@ -345,6 +365,20 @@ func checkCA(ca CA) error {
 func checkDir(dir string) error {
 	if dir == "" {
 		return fmt.Errorf("%w: dir: must be set", ErrInvalid)
+	}
+	return nil
+}
+
+// checkPaths checks the two paths of a CA: set, and not one file.
+func checkPaths(certFile, keyFile string) error {
+	if certFile == "" {
+		return fmt.Errorf("%w: certFile: must be set", ErrInvalid)
+	}
+	if keyFile == "" {
+		return fmt.Errorf("%w: keyFile: must be set", ErrInvalid)
+	}
+	if filepath.Clean(certFile) == filepath.Clean(keyFile) {
+		return fmt.Errorf("%w: keyFile: %s is also the certFile", ErrInvalid, keyFile)
 	}
 	return nil
 }

@@ -408,3 +408,97 @@ func TestOverwrite(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateCAFiles keeps the CA key in a directory of its own, apart
+// from ca.crt (the layout of `fmnode cert --ca-key`), and reads it back.
+func TestCreateCAFiles(t *testing.T) {
+	root := t.TempDir()
+	certFile := filepath.Join(root, "certs", CACertFile)
+	keyFile := filepath.Join(root, "safe", "my-ca.key")
+	ca, err := CreateCAFiles(certFile, keyFile, CAOptions{CommonName: "split"})
+	require.NoError(t, err)
+	assert.Equal(t, certFile, ca.CertFile)
+	assert.Equal(t, keyFile, ca.KeyFile)
+	assert.Equal(t, fs.FileMode(0o600), mode(t, keyFile))
+	assert.Equal(t, fs.FileMode(0o644), mode(t, certFile))
+	for _, d := range []string{"certs", "safe"} {
+		entries, err := os.ReadDir(filepath.Join(root, d))
+		require.NoError(t, err)
+		assert.Len(t, entries, 1, "%s holds its one file and no temporary one", d)
+	}
+
+	loaded, err := LoadCAFiles(certFile, keyFile)
+	require.NoError(t, err)
+	assert.Equal(t, ca.Cert.Raw, loaded.Cert.Raw)
+	// The certificates directory receives a node without the CA key.
+	n, err := CreateNode(loaded, filepath.Join(root, "certs"), NodeOptions{Name: "n1", Hosts: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	_, err = ServerTLS(n.CertFile, n.KeyFile, n.CAFile)
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(root, "certs", CAKeyFile))
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+func TestCreateCAFilesRefuses(t *testing.T) {
+	cases := []struct {
+		name              string
+		certFile, keyFile func(root string) string
+		prepare           func(t *testing.T, root string)
+		want              string
+	}{
+		{
+			name:     "no certFile",
+			certFile: func(string) string { return "" }, keyFile: func(r string) string { return filepath.Join(r, "k") },
+			want: "certFile: must be set",
+		},
+		{
+			name:     "no keyFile",
+			certFile: func(r string) string { return filepath.Join(r, "c") }, keyFile: func(string) string { return "" },
+			want: "keyFile: must be set",
+		},
+		{
+			name:     "one file for both",
+			certFile: func(r string) string { return filepath.Join(r, "x") }, keyFile: func(r string) string { return filepath.Join(r, ".", "x") },
+			want: "is also the certFile",
+		},
+		{
+			// All or none across directories: the key elsewhere refuses
+			// before the certificate is written.
+			name:     "the key exists in its directory",
+			certFile: func(r string) string { return filepath.Join(r, "certs", CACertFile) },
+			keyFile:  func(r string) string { return filepath.Join(r, "safe", CAKeyFile) },
+			prepare: func(t *testing.T, r string) {
+				require.NoError(t, os.MkdirAll(filepath.Join(r, "safe"), 0o700))
+				require.NoError(t, os.WriteFile(filepath.Join(r, "safe", CAKeyFile), []byte("old"), 0o600))
+			},
+			want: filepath.Join("safe", CAKeyFile) + " already exists",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if tc.prepare != nil {
+				tc.prepare(t, root)
+			}
+			_, err := CreateCAFiles(tc.certFile(root), tc.keyFile(root), CAOptions{CommonName: "ca"})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			if tc.prepare != nil {
+				_, err := os.Stat(tc.certFile(root))
+				assert.ErrorIs(t, err, fs.ErrNotExist, "nothing written after a refusal")
+			}
+			_, err = LoadCAFiles(tc.certFile(root), tc.keyFile(root))
+			require.Error(t, err)
+		})
+	}
+}
+
+func TestLoadCAFilesRefusesAnotherKey(t *testing.T) {
+	ca, other := newCA(t, "ca"), newCA(t, "other")
+	_, err := LoadCAFiles(ca.CertFile, other.KeyFile)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "does not match")
+	assert.Contains(t, err.Error(), other.KeyFile)
+	_, err = LoadCA("")
+	assert.ErrorIs(t, err, ErrInvalid)
+}

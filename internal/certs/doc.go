@@ -1,14 +1,16 @@
 // Package certs creates the certificates of an fmnode cluster with
 // crypto/x509 and builds the TLS configurations that use them. The tests
 // use it to run real nodes over mutual TLS; `fmnode cert create-ca |
-// create-node | create-client` will be a thin command line over it, in the
-// spirit of `cockroach cert`.
+// create-node | create-client | list` is a thin command line over it, in
+// the spirit of `cockroach cert`.
 //
 // # Files
 //
 // Everything is PEM. Keys are PKCS#8, mode 0600; certificates 0644.
 //
 //	ca.crt, ca.key             CreateCA; LoadCA reads them back
+//	                           (CreateCAFiles and LoadCAFiles: the key at
+//	                           a path of its own, away from ca.crt)
 //	node.crt, node.key         CreateNode: ExtKeyUsage ServerAuth and
 //	                           ClientAuth, because a node both serves its
 //	                           peers and dials them with one certificate

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/fmnode/fmnode/internal/durable"
 )
@@ -28,15 +29,23 @@ func existsErr(path string) error {
 	return fmt.Errorf("certs: %s already exists (set Overwrite to replace it): %w", path, fs.ErrExist)
 }
 
-// writeFiles writes files into dir (created if missing) all or none as far
-// as refusals go: every existing file is refused before any is written.
-// Each goes to a temporary name first and is synced, then linked into
-// place (which fails if the name appeared meanwhile) or, with overwrite,
-// renamed over the old one; a reader sees the old file or the new one,
-// never a part.
-func writeFiles(dir string, files []file, overwrite bool) (err error) {
-	if err := durable.MkdirAll(dir, dirMode); err != nil {
-		return fmt.Errorf("certs: %w", err)
+// writeFiles writes files, each into its directory (created if missing),
+// all or none as far as refusals go: every existing file is refused before
+// any is written. Each goes to a temporary name in its directory first and
+// is synced, then linked into place (which fails if the name appeared
+// meanwhile) or, with overwrite, renamed over the old one; a reader sees
+// the old file or the new one, never a part.
+func writeFiles(files []file, overwrite bool) (err error) {
+	var dirs []string
+	for _, f := range files {
+		if d := filepath.Dir(f.path); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, d := range dirs {
+		if err := durable.MkdirAll(d, dirMode); err != nil {
+			return fmt.Errorf("certs: %w", err)
+		}
 	}
 	if !overwrite {
 		for _, f := range files {
@@ -54,7 +63,7 @@ func writeFiles(dir string, files []file, overwrite bool) (err error) {
 		}
 	}()
 	for _, f := range files {
-		tmp, err := writeTemp(dir, f)
+		tmp, err := writeTemp(filepath.Dir(f.path), f)
 		if err != nil {
 			return err
 		}
@@ -73,8 +82,10 @@ func writeFiles(dir string, files []file, overwrite bool) (err error) {
 			return fmt.Errorf("certs: %w", err)
 		}
 	}
-	if err := durable.SyncDir(dir); err != nil {
-		return fmt.Errorf("certs: %w", err)
+	for _, d := range dirs {
+		if err := durable.SyncDir(d); err != nil {
+			return fmt.Errorf("certs: %w", err)
+		}
 	}
 	return nil
 }
