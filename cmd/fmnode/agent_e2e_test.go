@@ -293,6 +293,11 @@ func TestAgentEndToEnd(t *testing.T) {
 		return n == len(perPart)
 	}
 	require.Eventually(t, ahead, 1500*time.Millisecond, 20*time.Millisecond, "%s never appended the writes it cannot commit: %v", wr.name, syncMapString(&statuses))
+	// The status is the replica's memory; its appends reach the disk at the
+	// next fsync. Killed before that, they were never false progress: the
+	// node returns without them, which is right but proves nothing here;
+	// 1.5 s is far above an fsync even on a loaded machine.
+	time.Sleep(1500 * time.Millisecond)
 	wr.proc.Kill()
 	for _, n := range followers {
 		n.proc.Kill()
@@ -330,6 +335,18 @@ func TestAgentEndToEnd(t *testing.T) {
 		require.Zero(t, s.Snapshots, "%s sent a snapshot: the returning agents should catch up by delta", n.name)
 	}
 
+	// Without any client certificate: the probes' paths answer (a
+	// kubelet presents none), nothing else does.
+	pool := c.lc.tlsCfg.RootCAs
+	anon := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}}, Timeout: 5 * time.Second}
+	for path, want := range map[string]int{agent.PathHealthz: http.StatusOK, agent.PathReadyz: http.StatusOK,
+		"/v1/kv/key-1": http.StatusUnauthorized, agent.PathSpec: http.StatusUnauthorized, agent.PathPartitions: http.StatusUnauthorized} {
+		resp, err := anon.Get("https://" + north.api + path)
+		require.NoError(t, err, path)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode, "%s without a client certificate", path)
+	}
+
 	// A peer without a cluster certificate is refused, on the API and on
 	// the node transport.
 	foreign, err := certs.CreateCA(filepath.Join(c.dir, "foreign-ca"), certs.CAOptions{CommonName: "foreign"})
@@ -338,18 +355,27 @@ func TestAgentEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	pair, err := tls.LoadX509KeyPair(fc.CertFile, fc.KeyFile)
 	require.NoError(t, err)
-	for _, addr := range []string{north.api, north.node} {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{Certificates: []tls.Certificate{pair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
-		if err == nil {
-			// TLS 1.3 reports the server's refusal of the client
-			// certificate at the first read.
-			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			_, err = conn.Read(make([]byte, 1))
-			conn.Close()
-		}
-		require.Error(t, err, "%s accepted a certificate the cluster CA did not sign", addr)
-		require.NotContains(t, err.Error(), "i/o timeout", "%s did not refuse the foreign certificate", addr)
+	foreignTLS := &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS13}
+	fcl := &http.Client{Transport: &http.Transport{TLSClientConfig: foreignTLS}, Timeout: 10 * time.Second}
+	// Go's client offers a certificate only when its issuer is one the
+	// server asks for, so the foreign one is not even sent: the API then
+	// sees no certificate and answers 401. Either way it refuses.
+	if resp, err := fcl.Get("https://" + north.api + "/v1/kv/key-1"); err == nil {
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API answered a certificate the cluster CA did not sign")
+	} else {
+		require.NotContains(t, err.Error(), "Client.Timeout", "the API did not refuse the foreign certificate")
 	}
+	conn, err := tls.Dial("tcp", north.node, &tls.Config{Certificates: []tls.Certificate{pair}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
+	if err == nil {
+		// TLS 1.3 reports the server's refusal of the client certificate
+		// at the first read.
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	require.Error(t, err, "the node transport accepted a certificate the cluster CA did not sign")
+	require.NotContains(t, err.Error(), "i/o timeout", "the node transport did not refuse the foreign certificate")
 
 	// SIGTERM: a graceful stop, exit 0 within the bound.
 	for _, n := range c.nodes {

@@ -47,7 +47,7 @@ func (a *Agent) startAPI() error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc(PathReadyz, a.serveReadyz)
-	srv, err := dataapi.NewServer(dataapi.ServerConfig{Handler: mux, TLSConfig: a.tlsServer(), Logger: a.log.With("component", "api")})
+	srv, err := dataapi.NewServer(dataapi.ServerConfig{Handler: a.requireClientCert(mux), TLSConfig: a.tlsServer(), Logger: a.log.With("component", "api")})
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -71,7 +71,22 @@ func (a *Agent) tlsServer() *tls.Config {
 	if a.certs == nil {
 		return nil
 	}
-	return a.certs.server()
+	return a.certs.apiServer()
+}
+
+// requireClientCert answers 401 to a TLS request without a verified
+// client certificate, except the probes' paths (see certs.apiServer).
+func (a *Agent) requireClientCert(next http.Handler) http.Handler {
+	if a.certs == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != PathHealthz && r.URL.Path != PathReadyz && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "agent: a client certificate signed by the cluster CA is required")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // stopAPI stops accepting and waits for the requests in flight (their

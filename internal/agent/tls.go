@@ -71,8 +71,8 @@ func (c *certs) caChanged(files agentcfg.TLS) bool {
 
 func (c *certs) get() *tls.Certificate { return c.cert.Load() }
 
-// server is the config for what the agent serves (node transport, API):
-// TLS 1.3, a client certificate signed by the cluster CA required.
+// server is the config for the node transport: TLS 1.3, a client
+// certificate signed by the cluster CA required.
 func (c *certs) server() *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS13,
@@ -80,6 +80,17 @@ func (c *certs) server() *tls.Config {
 		ClientCAs:      c.pool,
 		ClientAuth:     tls.RequireAndVerifyClientCert,
 	}
+}
+
+// apiServer is the config for the API: a client certificate, when given,
+// must be signed by the cluster CA (a foreign one fails the handshake),
+// but one may be absent so that probes (Kubernetes' kubelet presents
+// none) reach /healthz and /readyz; requireClientCert refuses every other
+// path without one.
+func (c *certs) apiServer() *tls.Config {
+	cfg := c.server()
+	cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	return cfg
 }
 
 // client is the config the agent dials peers with; the server name is
