@@ -293,3 +293,28 @@ func dashboardMetrics(t *testing.T, path string) []string {
 	slices.Sort(names)
 	return slices.Compact(names)
 }
+
+// checkFailoverMetrics: after the region lost stopped and the survivors
+// took every partition over, their metrics say so: each partition's
+// failover committed on one of them, each saw every partition's
+// epoch change, the lost region lags behind the write made since, and
+// the DNS server counted the client's queries.
+func checkFailoverMetrics(t *testing.T, survivors []*tagent, parts int, lost string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var committed, lag, queries float64
+		changed := true
+		for _, ta := range survivors {
+			st := series(t, ta.a.metrics.reg)
+			committed += st[`fmnode_failovers_total{outcome="committed"}`]
+			lag += st[`fmnode_replication_lag_sum_ops{region="`+lost+`"}`]
+			changed = changed && st["fmnode_epoch_changes_total"] >= float64(parts)
+			for k, v := range st {
+				if strings.HasPrefix(k, "fmnode_txtdns_queries_total{") {
+					queries += v
+				}
+			}
+		}
+		return committed >= float64(parts) && changed && lag >= 1 && queries > 0
+	}, 10*time.Second, 200*time.Millisecond, "the survivors' metrics do not show the failover")
+}
