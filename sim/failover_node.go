@@ -360,6 +360,9 @@ func (o foObserver) ActionFailed(p partition.ID, a failover.Action, err error) {
 	}
 }
 
+// CASDone: the simulator's checkers read outcomes from the registers.
+func (o foObserver) CASDone(partition.ID, failover.Proposal, node.CASOutcome, time.Duration) {}
+
 func (o foObserver) RegisterRefused(p partition.ID, kind node.OpKind, err error) {
 	switch kind {
 	case node.OpCAS:

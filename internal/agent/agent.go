@@ -70,6 +70,9 @@ type Agent struct {
 
 	// draining: SIGTERM arrived; client requests get 503.
 	draining atomic.Bool
+
+	// metrics is the agent's Prometheus registry and node collectors.
+	metrics *metrics
 }
 
 // New checks cfg (already validated by agentcfg.Load) against what the
@@ -86,6 +89,10 @@ func New(cfg agentcfg.Config, opts Options) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, specCh: make(chan struct{}), poke: make(chan struct{}, 1)}
 	a.apiState = &apiState{a: a}
+	var err error
+	if a.metrics, err = newMetrics(a); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

@@ -225,4 +225,5 @@ func TestAgentsInitWriteFailover(t *testing.T) {
 	}
 	t.Logf("every acknowledged write read back strongly %v after the preferred region stopped", time.Since(killed).Round(time.Millisecond))
 	require.Eventually(t, func() bool { return c.Put(ctx, "after", []byte("x")) == nil }, 30*time.Second, 50*time.Millisecond)
+	checkFailoverMetrics(t, as[1:], parts, "east")
 }

@@ -47,6 +47,7 @@ func (a *Agent) startAPI() error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc(PathReadyz, a.serveReadyz)
+	mux.Handle(PathMetrics, a.metrics.handler())
 	srv, err := dataapi.NewServer(dataapi.ServerConfig{Handler: a.requireClientCert(mux), TLSConfig: a.tlsServer(), Logger: a.log.With("component", "api")})
 	if err != nil {
 		_ = ln.Close()

@@ -101,7 +101,7 @@ func (a *Agent) startHost(ctx context.Context, c committed) (*host, error) {
 		}()
 	}
 	api, err := dataapi.New(dataapi.Config{Backend: h.drv, Region: partition.Region(a.cfg.Region),
-		Partitions: uint32(spec.Partitions), Logger: a.log.With("component", "dataapi")})
+		Partitions: uint32(spec.Partitions), Logger: a.log.With("component", "dataapi"), Registerer: a.metrics.reg})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -146,7 +146,7 @@ func (h *host) startNode() error {
 		ID: node.NodeID(h.self.ID), Region: quorum.Region(a.cfg.Region), Boot: boot,
 		Nodes: spec.FailoverNodes(), Acceptors: spec.Acceptors(), Failover: fcfg,
 		Host: hcfg, Proposer: caspaxos.DefaultProposerConfig(0, quorum.Config{}),
-		Rand: rand.New(rand.NewPCG(seed(), seed())), WatchAll: watch,
+		Rand: rand.New(rand.NewPCG(seed(), seed())), WatchAll: watch, Observer: a.metrics.obs,
 	}
 	drv, err := noderun.New(noderun.Config{Node: ncfg, AcceptorStore: a.accst, PartitionStore: a.partst,
 		Partitions: parts, Publisher: h.pub, Clock: h.clock, Logger: a.log.With("component", "node")})
@@ -170,7 +170,8 @@ func (h *host) startNode() error {
 		}
 	}
 	tcfg := nodenet.Config{ID: nodenet.NodeID(h.self.ID), Cluster: a.cfg.Cluster, Addr: a.cfg.Bind.NodeAddr,
-		Peers: peers, Codec: nodewire.Codec{}, Handler: drv.Deliver, Logger: a.log.With("component", "nodenet")}
+		Peers: peers, Codec: nodewire.Codec{}, Handler: drv.Deliver, Logger: a.log.With("component", "nodenet"),
+		Registerer: a.metrics.reg}
 	if a.certs != nil {
 		tcfg.TLS = a.certs.nodenet()
 		tcfg.VerifyPeer = verifyPeer(spec)
@@ -193,14 +194,16 @@ func (h *host) startDNS(version uint64) error {
 		return nil
 	}
 	pub, err := txtdns.NewPublisher(txtdns.PublisherConfig{Zone: cfg.DNS.Zone, TTL: cfg.DNS.TTL,
-		MaxPartitions: max(h.spec.Partitions, 1), Clock: routeClock{h.clock}, Logger: h.a.log.With("component", "txtdns")})
+		MaxPartitions: max(h.spec.Partitions, 1), Clock: routeClock{h.clock}, Logger: h.a.log.With("component", "txtdns"),
+		Registerer: h.a.metrics.reg})
 	if err != nil {
 		return fmt.Errorf("dns: %w", err)
 	}
 	if err := h.publishRegions(pub, version); err != nil {
 		return err
 	}
-	srv, err := txtdns.NewServer(txtdns.ServerConfig{Addr: cfg.Bind.DNSAddr, Authority: pub, Logger: h.a.log.With("component", "dns")})
+	srv, err := txtdns.NewServer(txtdns.ServerConfig{Addr: cfg.Bind.DNSAddr, Authority: pub, Logger: h.a.log.With("component", "dns"),
+		Registerer: h.a.metrics.reg})
 	if err != nil {
 		return fmt.Errorf("dns: %w", err)
 	}

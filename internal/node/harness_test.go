@@ -65,6 +65,21 @@ func (q *msgQueue) Pop() any {
 type recObserver struct {
 	NopObserver
 	promoted map[partition.ID][]failover.Epoch
+	// cas counts CASDone by decision kind and outcome.
+	cas map[failover.DecisionKind]map[CASOutcome]int
+}
+
+func (o *recObserver) CASDone(_ partition.ID, prop failover.Proposal, outcome CASOutcome, took time.Duration) {
+	if o.cas == nil {
+		o.cas = map[failover.DecisionKind]map[CASOutcome]int{}
+	}
+	if o.cas[prop.Kind] == nil {
+		o.cas[prop.Kind] = map[CASOutcome]int{}
+	}
+	if took < 0 {
+		panic("CASDone: negative duration")
+	}
+	o.cas[prop.Kind][outcome]++
 }
 
 func (o *recObserver) Promoted(p partition.ID, e failover.Epoch) {

@@ -122,6 +122,10 @@ func (n *Node) regionIndex(r quorum.Region) int {
 type regOp struct {
 	part partition.ID
 	kind OpKind
+	// prop and at are an OpCAS's transition and submission time, for
+	// Observer.CASDone.
+	prop failover.Proposal
+	at   time.Duration
 }
 
 // Stats counts what a node did.

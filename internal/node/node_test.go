@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fmnode/fmnode/failover"
 	"github.com/fmnode/fmnode/partition"
 )
 
@@ -54,6 +55,14 @@ func TestNodeStrongWriteAndFailover(t *testing.T) {
 	require.True(t, found)
 	require.Equal(t, "v2", string(kv.Value))
 	require.Len(t, c.obs[wr].promoted[1], 1)
+	// Every partition failed over, and the surviving nodes reported each
+	// committed failover proposal to their observers (the agent's
+	// metrics count them from there).
+	committed := 0
+	for i := 1; i < 3; i++ {
+		committed += c.obs[i].cas[failover.DecideFailover][CASCommitted]
+	}
+	require.Equal(t, 2, committed, "one committed failover per partition")
 	for i := 1; i < 3; i++ {
 		require.NoError(t, c.nodes[i].Violation())
 	}

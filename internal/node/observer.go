@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/fmnode/fmnode/failover"
 	"github.com/fmnode/fmnode/partition"
 )
@@ -28,6 +30,38 @@ type Observer interface {
 	// RegisterRefused: the proposer refused a register operation at
 	// submission (its bound on keys in flight, a queue full).
 	RegisterRefused(p partition.ID, kind OpKind, err error)
+	// CASDone: a transition this node proposed (Proposed) ended: it
+	// committed, lost to another value (a conflict), or failed (refused
+	// at submission, or the proposer gave up). took is the time from
+	// submission to the outcome on the node's clock. Metrics need it: the
+	// manager counts outcomes but not by kind, and nothing else knows
+	// when a CAS started.
+	CASDone(p partition.ID, prop failover.Proposal, outcome CASOutcome, took time.Duration)
+}
+
+// CASOutcome is how a proposed transition ended.
+type CASOutcome uint8
+
+const (
+	// CASCommitted: the transition is the register's new value.
+	CASCommitted CASOutcome = iota + 1
+	// CASConflict: another value had been written first (version mismatch).
+	CASConflict
+	// CASFailed: refused at submission, or the proposer gave up (the
+	// outcome may be unknown: a later commit or read tells).
+	CASFailed
+)
+
+func (o CASOutcome) String() string {
+	switch o {
+	case CASCommitted:
+		return "committed"
+	case CASConflict:
+		return "conflict"
+	case CASFailed:
+		return "failed"
+	}
+	return "unknown"
 }
 
 // OpKind is the kind of a register operation a node submits.
@@ -54,9 +88,10 @@ func (k OpKind) String() string {
 // NopObserver observes nothing.
 type NopObserver struct{}
 
-func (NopObserver) Committed(partition.ID, uint64, failover.State)    {}
-func (NopObserver) Proposed(partition.ID, failover.Proposal)          {}
-func (NopObserver) Promoted(partition.ID, failover.Epoch)             {}
-func (NopObserver) Truncated(partition.ID, uint64)                    {}
-func (NopObserver) ActionFailed(partition.ID, failover.Action, error) {}
-func (NopObserver) RegisterRefused(partition.ID, OpKind, error)       {}
+func (NopObserver) Committed(partition.ID, uint64, failover.State)                     {}
+func (NopObserver) Proposed(partition.ID, failover.Proposal)                           {}
+func (NopObserver) Promoted(partition.ID, failover.Epoch)                              {}
+func (NopObserver) Truncated(partition.ID, uint64)                                     {}
+func (NopObserver) ActionFailed(partition.ID, failover.Action, error)                  {}
+func (NopObserver) RegisterRefused(partition.ID, OpKind, error)                        {}
+func (NopObserver) CASDone(partition.ID, failover.Proposal, CASOutcome, time.Duration) {}

@@ -89,7 +89,7 @@ func (n *Node) pumpManager() bool {
 	}
 	for _, name := range rd.Reads {
 		if p := n.partOfKey(name); p != nil {
-			n.submit(p, OpRead, caspaxos.Read())
+			n.submit(p, regOp{part: p.id, kind: OpRead}, caspaxos.Read())
 		} else {
 			n.mgr.ReadDone(n.now, name, errNotHosted)
 		}
@@ -124,17 +124,18 @@ func (n *Node) propose(pr failover.Proposal) {
 		return
 	}
 	n.obs.Proposed(p.id, pr)
-	n.submit(p, OpCAS, caspaxos.CAS(pr.Version, data))
+	n.submit(p, regOp{part: p.id, kind: OpCAS, prop: pr, at: n.now}, caspaxos.CAS(pr.Version, data))
 }
 
 // submit hands a register operation to the proposer; a refusal goes back
 // to the manager at once.
-func (n *Node) submit(p *part, kind OpKind, ch caspaxos.Change) {
+func (n *Node) submit(p *part, op regOp, ch caspaxos.Change) {
 	n.nextReq++
 	id := n.nextReq
 	if err := n.prop.Propose(n.now, id, p.name, ch); err != nil {
-		n.obs.RegisterRefused(p.id, kind, err)
-		if kind == OpCAS {
+		n.obs.RegisterRefused(p.id, op.kind, err)
+		if op.kind == OpCAS {
+			n.obs.CASDone(p.id, op.prop, CASFailed, 0)
 			n.mgr.CASDone(n.now, p.name, false, err)
 		} else {
 			n.mgr.ReadDone(n.now, p.name, err)
@@ -142,7 +143,7 @@ func (n *Node) submit(p *part, kind OpKind, ch caspaxos.Change) {
 		n.fed = true
 		return
 	}
-	n.ops[id] = regOp{part: p.id, kind: kind}
+	n.ops[id] = op
 }
 
 // opDone is the proposer's result for a register operation.
@@ -164,10 +165,13 @@ func (n *Node) opDone(res *caspaxos.Result) {
 	if op.kind == OpCAS {
 		switch {
 		case res.Err == nil:
+			n.obs.CASDone(p.id, op.prop, CASCommitted, n.now-op.at)
 			n.mgr.CASDone(n.now, p.name, true, nil)
 		case vm != nil:
+			n.obs.CASDone(p.id, op.prop, CASConflict, n.now-op.at)
 			n.mgr.CASDone(n.now, p.name, false, nil)
 		default:
+			n.obs.CASDone(p.id, op.prop, CASFailed, n.now-op.at)
 			n.mgr.CASDone(n.now, p.name, false, res.Err)
 		}
 		n.fed = true
