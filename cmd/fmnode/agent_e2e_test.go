@@ -216,7 +216,7 @@ func TestAgentEndToEnd(t *testing.T) {
 				return false
 			}
 			for _, p := range st.Partitions {
-				if p.Role == "leader" && len(p.Quorum) == 3 {
+				if p.Role == "leader" && len(p.Quorum) == 3 && len(p.RegisterQuorum) == 3 {
 					full++
 				}
 			}
@@ -327,7 +327,15 @@ func TestAgentEndToEnd(t *testing.T) {
 	c.waitReady(wr, 60*time.Second)
 	conflicts := c.waitCaughtUp(wr, c.nodes)
 	t.Logf("%s caught up; %d operations of its false progress are in its conflict record", wr.name, conflicts)
-	require.Positive(t, conflicts, "%s appended writes it could not commit: they must be in its conflict record", wr.name)
+	// Its log says whether the appends had reached its disk before the
+	// kill (then it set them aside on return); when they had not, there
+	// was no false progress to record, and this run proves less.
+	if strings.Contains(wr.proc.Tail(), "truncating log") {
+		require.Positive(t, conflicts, "%s truncated its false progress: it must be in its conflict record", wr.name)
+	} else {
+		t.Logf("%s returned without false progress (the appends had not reached its disk before the kill); conflicts %d", wr.name, conflicts)
+		require.Zero(t, conflicts, "conflict records without a truncation")
+	}
 	c.checkAcked(ctx, cl, &mu, acked)
 	for _, n := range c.nodes {
 		s, err := c.status(n)

@@ -142,6 +142,9 @@ func (h *host) startNode() error {
 	boot := a.dir.Boot()
 	hcfg := partition.DefaultConfig(partition.Region(a.cfg.Region), boot)
 	hcfg.LeaseGatesWrites = true
+	// Fencing, promotion and truncation of false progress are what an
+	// operator reads the log for.
+	hcfg.Logger = a.log.With("component", "partition")
 	ncfg := node.Config{
 		ID: node.NodeID(h.self.ID), Region: quorum.Region(a.cfg.Region), Boot: boot,
 		Nodes: spec.FailoverNodes(), Acceptors: spec.Acceptors(), Failover: fcfg,

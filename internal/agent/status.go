@@ -41,6 +41,9 @@ type PartitionStatus struct {
 	RegisterWriteRegion string   `json:"register_write_region"`
 	RegisterVersion     uint64   `json:"register_version"`
 	NeverPromote        []string `json:"never_promote,omitempty"`
+	// RegisterQuorum is the write quorum the register records (the data
+	// plane's commit rule may already count a region ahead of it).
+	RegisterQuorum []string `json:"register_write_quorum,omitempty"`
 	// Conflicts counts the conflict records, at most maxConflictsShown.
 	Conflicts int `json:"conflicts"`
 	// Events are the failover manager's last events for the partition:
@@ -136,6 +139,9 @@ func (a *Agent) servePartitions(w http.ResponseWriter, r *http.Request) {
 				ps.RegisterEpoch, ps.RegisterWriteRegion, ps.RegisterVersion = uint64(s.Epoch), string(s.WriteRegion), ver
 				for _, r := range s.NeverPromote {
 					ps.NeverPromote = append(ps.NeverPromote, string(r))
+				}
+				for _, r := range s.WriteQuorum.Members {
+					ps.RegisterQuorum = append(ps.RegisterQuorum, string(r))
 				}
 			}
 			name := partition.RegisterKey(id)
