@@ -70,6 +70,9 @@ type Agent struct {
 
 	// draining: SIGTERM arrived; client requests get 503.
 	draining atomic.Bool
+
+	// admin is the admin API's token and client (admin_auth.go).
+	admin adminState
 }
 
 // New checks cfg (already validated by agentcfg.Load) against what the
@@ -86,6 +89,9 @@ func New(cfg agentcfg.Config, opts Options) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, opts: opts, log: opts.Logger, specCh: make(chan struct{}), poke: make(chan struct{}, 1)}
 	a.apiState = &apiState{a: a}
+	if err := a.admin.loadToken(cfg.Admin.TokenFile); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -279,6 +285,14 @@ func (a *Agent) Reload(next agentcfg.Config) (applied, restart []string, err err
 			return applied, restart, err
 		}
 		applied = append(applied, "tls certificate")
+	}
+	if next.Admin.TokenFile != "" || a.cfg.Admin.TokenFile != "" {
+		what, err := a.admin.reloadToken(next.Admin.TokenFile)
+		if err != nil {
+			return applied, restart, err
+		}
+		a.cfg.Admin = next.Admin
+		applied = append(applied, what)
 	}
 	restart = append(restart, diffRestart(a.cfg, next)...)
 	return applied, restart, nil
