@@ -685,16 +685,13 @@ func (a *Agent) servePause(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every agent decides for the partitions it hosts: each is told.
 	local, _ := json.Marshal(PauseRequest{Paused: req.Paused, Reason: reason, Local: true})
+	// Each agent's outcome is in the body (OK false: not applied there).
 	out := PauseResponse{Paused: req.Paused}
-	status := http.StatusOK
 	for _, ans := range a.fanOut(r.Context(), r, h.spec.Nodes, http.MethodPost, PathPause, local) {
 		msg := ans.answerErr()
 		out.Agents = append(out.Agents, AgentAnswer{Node: ans.node.Name, OK: msg == "", Error: msg})
-		if msg != "" {
-			status = http.StatusBadGateway
-		}
 	}
-	writeJSON(w, status, out)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // --- drains ---
@@ -767,22 +764,20 @@ func (a *Agent) drain(w http.ResponseWriter, r *http.Request, h *host, req Drain
 		body, _ = json.Marshal(DrainRequest{Region: req.Region, Reason: reason, Stop: req.Stop, Local: true})
 		pathQuery = PathDrain
 	}
+	// Each node's outcome is in the body (Error: not applied there).
 	out := DrainResponse{Region: req.Region}
-	status := http.StatusOK
 	for _, ans := range a.fanOut(r.Context(), r, nodes, method, pathQuery, body) {
 		dv := DrainView{Region: req.Region, Node: ans.node.Name}
 		if msg := ans.answerErr(); msg != "" {
 			dv.Error = msg
-			status = http.StatusBadGateway
 		} else if err := json.Unmarshal(ans.body, &dv); err != nil {
 			dv.Error = "decode: " + err.Error()
-			status = http.StatusBadGateway
 		}
 		out.Remaining += dv.Remaining
 		out.Active = out.Active || dv.Active
 		out.Nodes = append(out.Nodes, dv)
 	}
-	writeJSON(w, status, out)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // readBody reads a bounded JSON body into a T and returns the raw body
