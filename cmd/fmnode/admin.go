@@ -26,8 +26,11 @@ type adminFlags struct {
 	certFile string
 	keyFile  string
 	insecure bool
-	output   string
-	timeout  time.Duration
+	// tokenFile holds the bearer token of agents run with
+	// admin.token_file.
+	tokenFile string
+	output    string
+	timeout   time.Duration
 }
 
 func (f *adminFlags) register(fs *flag.FlagSet) {
@@ -35,6 +38,7 @@ func (f *adminFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.caFile, "ca-file", os.Getenv("FMNODE_CA_FILE"), "PEM of the cluster CA (FMNODE_CA_FILE)")
 	fs.StringVar(&f.certFile, "cert-file", os.Getenv("FMNODE_CERT_FILE"), "PEM client certificate signed by the cluster CA (FMNODE_CERT_FILE)")
 	fs.StringVar(&f.keyFile, "key-file", os.Getenv("FMNODE_KEY_FILE"), "PEM key of the client certificate (FMNODE_KEY_FILE)")
+	fs.StringVar(&f.tokenFile, "token-file", os.Getenv("FMNODE_TOKEN_FILE"), "file holding the admin bearer token, for agents run with admin.token_file (FMNODE_TOKEN_FILE)")
 	fs.BoolVar(&f.insecure, "insecure", os.Getenv("FMNODE_INSECURE") == "true", "talk plain HTTP to an agent run with --insecure")
 	fs.StringVar(&f.output, "o", "table", "output: table or json")
 	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound on the whole call")
@@ -44,6 +48,7 @@ func (f *adminFlags) register(fs *flag.FlagSet) {
 type adminClient struct {
 	addrs  []string
 	scheme string
+	token  string
 	http   *http.Client
 }
 
@@ -61,6 +66,15 @@ func (f *adminFlags) client() (*adminClient, error) {
 		return nil, fmt.Errorf("-o: %q is not table or json", f.output)
 	}
 	c := &adminClient{addrs: addrs, scheme: "https", http: &http.Client{Timeout: f.timeout}}
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		if c.token = strings.TrimSpace(string(b)); c.token == "" {
+			return nil, fmt.Errorf("--token-file: %s is empty", f.tokenFile)
+		}
+	}
 	if f.insecure {
 		if f.caFile != "" || f.certFile != "" || f.keyFile != "" {
 			return nil, errors.New("--insecure: set together with TLS files")
@@ -79,10 +93,13 @@ func (f *adminFlags) client() (*adminClient, error) {
 	return c, nil
 }
 
-// apiError is an error response of an agent.
+// apiError is an error response of an agent; a refused operator action
+// carries its reasons and the partition's explanation.
 type apiError struct {
 	Status int
 	dataapi.ErrorBody
+	Reasons []string `json:"reasons"`
+	Explain string   `json:"explain"`
 }
 
 func (e *apiError) Error() string {
@@ -106,6 +123,9 @@ func (c *adminClient) call(ctx context.Context, method, path string, in, out any
 			return err
 		}
 		req.Header.Set("Content-Type", "application/json")
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
 		resp, err := c.http.Do(req)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
@@ -118,7 +138,7 @@ func (c *adminClient) call(ctx context.Context, method, path string, in, out any
 		}
 		if resp.StatusCode >= 300 {
 			ae := &apiError{Status: resp.StatusCode}
-			if json.Unmarshal(b, &ae.ErrorBody) != nil || ae.Code == "" {
+			if json.Unmarshal(b, ae) != nil || ae.Code == "" {
 				ae.ErrorBody = dataapi.ErrorBody{Error: strings.TrimSpace(string(b)), Code: "http"}
 			}
 			return ae

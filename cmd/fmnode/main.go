@@ -31,6 +31,9 @@
 //     internal/certs): ca.crt, node.crt/.key and client.NAME.crt/.key in
 //     one --certs-dir, the CA key at --ca-key, and lists a directory's
 //     certificates with whether they verify against its ca.crt.
+//   - fmnode status, members, partition show, explain, history,
+//     switchover, drain, pause and resume are the operator's commands
+//     over the agents' admin API (docs/AGENT.md, "Inspecting a node").
 package main
 
 import (
@@ -54,13 +57,22 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"sim":      {summary: "run the deterministic simulator on the real cores (fmnode sim --help)", run: runSim},
-		"bench":    {summary: "run a benchmark and print JSON (fmnode bench cas|...)", run: runBench},
-		"acceptor": {summary: "serve a CASPaxos acceptor over TCP", run: runAcceptor},
-		"agent":    {summary: "run the fmnode daemon (fmnode agent --config node.yaml)", run: runAgent},
-		"init":     {summary: "write the cluster spec through a running agent", run: runInit},
-		"config":   {summary: "read or change the cluster spec (fmnode config get|set)", run: runConfig},
-		"cert":     {summary: "create or list the cluster's certificates (fmnode cert create-ca|...)", run: runCert},
+		"sim":        {summary: "run the deterministic simulator on the real cores (fmnode sim --help)", run: runSim},
+		"bench":      {summary: "run a benchmark and print JSON (fmnode bench cas|...)", run: runBench},
+		"acceptor":   {summary: "serve a CASPaxos acceptor over TCP", run: runAcceptor},
+		"agent":      {summary: "run the fmnode daemon (fmnode agent --config node.yaml)", run: runAgent},
+		"init":       {summary: "write the cluster spec through a running agent", run: runInit},
+		"config":     {summary: "read or change the cluster spec (fmnode config get|set)", run: runConfig},
+		"cert":       {summary: "create or list the cluster's certificates (fmnode cert create-ca|...)", run: runCert},
+		"status":     {summary: "regions, nodes, partitions and switchovers in progress, across the cluster", run: runStatus},
+		"members":    {summary: "the membership table as an agent's gossip sees it", run: runMembers},
+		"partition":  {summary: "a partition's register: fmnode partition show P", run: runPartition},
+		"explain":    {summary: "why a partition's failover does what it does now: fmnode explain P", run: runExplain},
+		"history":    {summary: "the transitions of a partition's register: fmnode history [P]", run: runHistory},
+		"switchover": {summary: "move a partition's write region: fmnode switchover P --to R [--wait]", run: runSwitchover},
+		"drain":      {summary: "move every partition out of a region: fmnode drain --region R [--stop]", run: runDrain},
+		"pause":      {summary: "pause automatic failover: fmnode pause [P] --reason TEXT", run: runPause},
+		"resume":     {summary: "resume automatic failover: fmnode resume [P]", run: runResume},
 	}
 }
 

@@ -73,6 +73,8 @@ type Agent struct {
 
 	// metrics is the agent's Prometheus registry and node collectors.
 	metrics *metrics
+	// admin is the admin API's token and client (admin_auth.go).
+	admin adminState
 }
 
 // New checks cfg (already validated by agentcfg.Load) against what the
@@ -91,6 +93,9 @@ func New(cfg agentcfg.Config, opts Options) (*Agent, error) {
 	a.apiState = &apiState{a: a}
 	var err error
 	if a.metrics, err = newMetrics(a); err != nil {
+		return nil, err
+	}
+	if err := a.admin.loadToken(cfg.Admin.TokenFile); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -286,6 +291,14 @@ func (a *Agent) Reload(next agentcfg.Config) (applied, restart []string, err err
 			return applied, restart, err
 		}
 		applied = append(applied, "tls certificate")
+	}
+	if next.Admin.TokenFile != "" || a.cfg.Admin.TokenFile != "" {
+		what, err := a.admin.reloadToken(next.Admin.TokenFile)
+		if err != nil {
+			return applied, restart, err
+		}
+		a.cfg.Admin = next.Admin
+		applied = append(applied, what)
 	}
 	restart = append(restart, diffRestart(a.cfg, next)...)
 	return applied, restart, nil

@@ -99,9 +99,21 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func post(t *testing.T, url string, in, out any) int {
 	t.Helper()
+	return postAuth(t, url, "", in, out)
+}
+
+// postAuth is post with a bearer token (none when empty).
+func postAuth(t *testing.T, url, token string, in, out any) int {
+	t.Helper()
 	b, err := json.Marshal(in)
 	require.NoError(t, err)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)

@@ -40,9 +40,10 @@ func (a *Agent) startAPI() error {
 	mux.Handle(dataapi.PathPrefix, http.HandlerFunc(a.serveKV))
 	mux.Handle(sysreg.Path, a.sysacc)
 	mux.HandleFunc(pathSpecPoke, a.servePoke)
-	mux.HandleFunc(PathInit, a.serveInit)
-	mux.HandleFunc(PathSpec, a.serveSpec)
-	mux.HandleFunc(PathPartitions, a.servePartitions)
+	mux.HandleFunc(PathInit, a.authed(a.serveInit))
+	mux.HandleFunc(PathSpec, a.authed(a.serveSpec))
+	mux.HandleFunc(PathPartitions, a.authed(a.servePartitions))
+	a.adminRoutes(mux)
 	mux.HandleFunc(PathHealthz, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -25,10 +25,21 @@ import (
 // (fast profile, 4 partitions).
 func startCluster(t *testing.T, n int) []*tagent {
 	t.Helper()
+	return startClusterWith(t, n, nil, "")
+}
+
+// startClusterWith is startCluster with each config changed by mod (when
+// set) and init sent with the bearer token (when set).
+func startClusterWith(t *testing.T, n int, mod func(*agentcfg.Config), token string) []*tagent {
+	t.Helper()
 	ports := proctest.FreePorts(t, 4*n)
 	var as []*tagent
 	for i := 1; i <= n; i++ {
-		as = append(as, startAgent(t, testConfig(t, i, ports, t.TempDir())))
+		cfg := testConfig(t, i, ports, t.TempDir())
+		if mod != nil {
+			mod(&cfg)
+		}
+		as = append(as, startAgent(t, cfg))
 	}
 	t.Cleanup(func() {
 		for _, ta := range as {
@@ -43,7 +54,7 @@ func startCluster(t *testing.T, n int) []*tagent {
 	req := InitRequest{Spec: clusterspec.Spec{Format: clusterspec.Format, Regions: testRegions, Partitions: 4,
 		Consistency: clusterspec.ConsistencyStrong, MinDurability: 2, Profile: clusterspec.Profile{Name: clusterspec.ProfileFast}},
 		ExpectNodes: n, WaitSeconds: 30}
-	require.Equal(t, http.StatusCreated, post(t, "http://"+as[0].cfg.Bind.APIAddr+PathInit, req, nil))
+	require.Equal(t, http.StatusCreated, postAuth(t, "http://"+as[0].cfg.Bind.APIAddr+PathInit, token, req, nil))
 	for _, ta := range as {
 		waitReady(t, ta.cfg.Bind.APIAddr)
 	}

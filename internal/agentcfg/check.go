@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 )
 
-// Check checks what needs the filesystem: the TLS files are readable
-// regular files, and data_dir is a writable directory or can be created
+// Check checks what needs the filesystem: the TLS files and the admin
+// token file are readable, non-empty regular files, and data_dir is a writable directory or can be created
 // (its nearest existing ancestor is a writable directory). It writes and
 // removes a probe file to tell. Errors name the field and wrap the
 // filesystem's error; Check assumes Validate passed.
@@ -19,6 +19,7 @@ func (c Config) Check() error {
 		{"tls.cert_file", c.TLS.CertFile},
 		{"tls.key_file", c.TLS.KeyFile},
 		{"tls.ca_file", c.TLS.CAFile},
+		{"admin.token_file", c.Admin.TokenFile},
 	} {
 		if f.path == "" {
 			continue

@@ -92,6 +92,9 @@ type Config struct {
 	// explicit choice, refused when both are set anyway.
 	Insecure bool `yaml:"insecure"`
 
+	// Admin secures the admin API beyond TLS.
+	Admin Admin `yaml:"admin"`
+
 	Log Log `yaml:"log"`
 	DNS DNS `yaml:"dns"`
 
@@ -117,6 +120,15 @@ type TLS struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 	CAFile   string `yaml:"ca_file"`
+}
+
+// Admin configures the admin API's authentication.
+type Admin struct {
+	// TokenFile, when set, holds a bearer token every admin call must
+	// present (Authorization: Bearer <token>), on top of the client
+	// certificate TLS requires. The file must exist and not be empty at
+	// start; it is read again on SIGHUP.
+	TokenFile string `yaml:"token_file"`
 }
 
 // Log configures logging.
@@ -225,6 +237,7 @@ func fields() []field {
 		{"tls.key_file", "PEM key of the node", func(c *Config) any { return &c.TLS.KeyFile }},
 		{"tls.ca_file", "PEM certificate of the cluster CA", func(c *Config) any { return &c.TLS.CAFile }},
 		{"insecure", "run without TLS and gossip encryption", func(c *Config) any { return &c.Insecure }},
+		{"admin.token_file", "file holding the bearer token admin calls must present (empty: none)", func(c *Config) any { return &c.Admin.TokenFile }},
 		{"log.level", "log level (debug|info|warn|error)", func(c *Config) any { return &c.Log.Level }},
 		{"log.format", "log format (text|json)", func(c *Config) any { return &c.Log.Format }},
 		{"dns.zone", "DNS zone served", func(c *Config) any { return &c.DNS.Zone }},
@@ -235,7 +248,7 @@ func fields() []field {
 
 // pathFields are the fields holding filesystem paths, resolved by Load.
 func pathFields(c *Config) []*string {
-	return []*string{&c.DataDir, &c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.CAFile}
+	return []*string{&c.DataDir, &c.TLS.CertFile, &c.TLS.KeyFile, &c.TLS.CAFile, &c.Admin.TokenFile}
 }
 
 // normalize puts the config in its canonical form: the DNS zone

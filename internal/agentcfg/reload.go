@@ -7,7 +7,7 @@ import (
 
 // Reloadable compares c, the running config, with next, a reloaded one
 // (SIGHUP), field by field. changed are the fields that differ and can be
-// applied at run time: log.level, log.format, and the TLS files (a
+// applied at run time: log.level, log.format, admin.token_file, and the TLS files (a
 // certificate rotation) if TLS is on in both; refused are the other fields
 // that differ, which take a restart. Both are YAML paths in YAML order;
 // they are disjoint.
@@ -18,7 +18,7 @@ func (c Config) Reloadable(next Config) (changed []string, refused []string) {
 			continue
 		}
 		switch f.path {
-		case "log.level", "log.format":
+		case "log.level", "log.format", "admin.token_file":
 			changed = append(changed, f.path)
 		case "tls.cert_file", "tls.key_file", "tls.ca_file":
 			if tlsBoth {

@@ -19,6 +19,7 @@ func TestReloadable(t *testing.T) {
 		{"nothing", func(c *Config) {}, nil, nil},
 		{"retry_join nil and empty", func(c *Config) { c.RetryJoin = []string{} }, nil, nil},
 		{"log", func(c *Config) { c.Log = Log{Level: "debug", Format: "json"} }, []string{"log.level", "log.format"}, nil},
+		{"admin token", func(c *Config) { c.Admin.TokenFile = "/etc/fmnode/admin.token" }, []string{"admin.token_file"}, nil},
 		{"cert rotation", func(c *Config) {
 			c.TLS = TLS{CertFile: "/etc/fmnode/node2.crt", KeyFile: "/etc/fmnode/node2.key", CAFile: "/etc/fmnode/ca2.crt"}
 		}, []string{"tls.cert_file", "tls.key_file", "tls.ca_file"}, nil},
@@ -83,4 +84,37 @@ func TestCheck(t *testing.T) {
 	empty := c
 	empty.TLS.KeyFile = writeFile(t, dir, "empty.key", "")
 	assert.ErrorContains(t, empty.Check(), "tls.key_file")
+}
+
+// TestCheckAdminToken: admin.token_file must exist and not be empty at
+// start (an empty token would let any bearer through).
+func TestCheckAdminToken(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		file string
+		want string // "" for no error
+	}{
+		{"unset", "", ""},
+		{"present", writeFile(t, dir, "ok.token", "s3cret\n"), ""},
+		{"missing", filepath.Join(dir, "missing.token"), "agentcfg: admin.token_file:"},
+		{"empty", writeFile(t, dir, "empty.token", ""), "agentcfg: admin.token_file:"},
+		{"directory", dir, "agentcfg: admin.token_file:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			c.TLS = TLS{}
+			c.Insecure, c.GossipKey = true, ""
+			c.DataDir = filepath.Join(dir, "data")
+			c.Admin.TokenFile = tt.file
+			require.NoError(t, c.Validate())
+			err := c.Check()
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
 }

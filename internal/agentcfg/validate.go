@@ -250,6 +250,9 @@ func (c Config) validateSecurity(p *problems) {
 			}
 		}
 	}
+	if c.Admin.TokenFile != "" {
+		p.path("admin.token_file", c.Admin.TokenFile)
+	}
 	if c.Insecure && set == len(files) && c.GossipKey != "" {
 		p.add("insecure", "true, but TLS and the gossip key are both set: remove it")
 	}
