@@ -12,6 +12,7 @@ import (
 	"net/http"
 
 	"github.com/fmnode/fmnode/internal/dataapi"
+	"github.com/fmnode/fmnode/internal/membership"
 	"github.com/fmnode/fmnode/internal/sysreg"
 )
 
@@ -138,22 +139,52 @@ type Readiness struct {
 	Reason  string `json:"reason,omitempty"`
 	Spec    uint64 `json:"spec_version,omitempty"`
 	Members int    `json:"members"`
+	// Behind counts hosted replicas not yet in their register's epoch, or
+	// whose register value the node does not know yet.
+	Behind int `json:"behind,omitempty"`
 }
 
+// serveReadyz: ready when the agent hosts its partitions, has joined the
+// membership (another member alive, unless the spec has this node only)
+// and every hosted replica is in its register's epoch. Not ready while
+// shutting down.
 func (a *Agent) serveReadyz(w http.ResponseWriter, r *http.Request) {
-	rd := Readiness{Ready: a.host.Load() != nil && !a.draining.Load()}
-	if c := a.spec.Load(); c != nil {
+	var rd Readiness
+	c := a.spec.Load()
+	if c != nil {
 		rd.Spec = c.version
 	}
+	alive := 0
 	if a.members != nil {
-		rd.Members = len(a.members.Members())
+		for _, m := range a.members.Members() {
+			rd.Members++
+			if m.State == membership.StateAlive && m.NodeID != uint16(a.cfg.NodeID) {
+				alive++
+			}
+		}
+	}
+	h := a.host.Load()
+	switch {
+	case a.draining.Load():
+		rd.Reason = "agent: shutting down"
+	case h == nil:
+		rd.Reason = a.notReadyReason()
+	case alive == 0 && len(c.spec.Nodes) > 1:
+		rd.Reason = "agent: not joined: no other member is alive in the membership"
+	default:
+		behind, err := h.behind(r.Context())
+		rd.Behind = behind
+		switch {
+		case err != nil:
+			rd.Reason = "agent: the node did not answer: " + err.Error()
+		case behind > 0:
+			rd.Reason = fmt.Sprintf("agent: %d hosted replicas are not yet in their register's epoch", behind)
+		default:
+			rd.Ready = true
+		}
 	}
 	status := http.StatusOK
 	if !rd.Ready {
-		rd.Reason = a.notReadyReason()
-		if a.draining.Load() {
-			rd.Reason = "agent: shutting down"
-		}
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, rd)

@@ -179,3 +179,22 @@ func (a *Agent) servePartitions(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, st)
 }
+
+// behind counts the hosted replicas whose register value the node does
+// not know yet, or whose epoch is older than the register's (readiness).
+func (h *host) behind(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	n := 0
+	err := h.drv.Do(ctx, func(_ time.Duration, nd *node.Node) error {
+		for _, id := range nd.Host().Partitions() {
+			s, _, ok := nd.Manager().State(partition.RegisterKey(id))
+			pr, err := nd.Host().ProgressWithoutHistory(id, nil)
+			if !ok || err != nil || uint64(pr.Epoch) < uint64(s.Epoch) {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}

@@ -271,17 +271,23 @@ func (p *Proc) finish() {
 func (p *Proc) waitDone(d time.Duration) bool {
 	// Done first: with d zero both cases below are ready, and select
 	// would pick either.
-	if p.Exited() {
-		return true
+	if !p.Exited() {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-p.done:
+		case <-timer.C:
+			return false
+		}
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	// The child is reaped; its last output may still be in the pipe. A
+	// caller reading Tail next must see it (bounded: a grandchild may
+	// hold the pipe open).
 	select {
-	case <-p.done:
-		return true
-	case <-timer.C:
-		return false
+	case <-p.drained:
+	case <-time.After(drainWait):
 	}
+	return true
 }
 
 // String is the child's name and pid.
