@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ var testRegions = []string{"east", "north", "west"}
 type tagent struct {
 	a      *Agent
 	cfg    agentcfg.Config
+	log    *syncBuffer // everything the agent logged
 	cancel context.CancelFunc
 	errc   chan error
 }
@@ -65,11 +67,12 @@ func testConfig(t *testing.T, i int, ports []int, dir string) agentcfg.Config {
 
 func startAgent(t *testing.T, cfg agentcfg.Config) *tagent {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("agent", cfg.Name)
+	buf := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, buf), &slog.HandlerOptions{Level: slog.LevelInfo})).With("agent", cfg.Name)
 	a, err := New(cfg, Options{Version: "test", Logger: log})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	ta := &tagent{a: a, cfg: cfg, cancel: cancel, errc: make(chan error, 1)}
+	ta := &tagent{a: a, cfg: cfg, log: buf, cancel: cancel, errc: make(chan error, 1)}
 	go func() { ta.errc <- a.Run(ctx) }()
 	return ta
 }
@@ -238,4 +241,22 @@ func TestAgentsInitWriteFailover(t *testing.T) {
 	t.Logf("every acknowledged write read back strongly %v after the preferred region stopped", time.Since(killed).Round(time.Millisecond))
 	require.Eventually(t, func() bool { return c.Put(ctx, "after", []byte("x")) == nil }, 30*time.Second, 50*time.Millisecond)
 	checkFailoverMetrics(t, as[1:], parts, "east")
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,4 +277,20 @@ func TestVerifyPeer(t *testing.T) {
 	require.ErrorContains(t, v(2, node.Cert), `presented as node 2`)
 	require.ErrorContains(t, v(3, node.Cert), "not in the cluster spec")
 	require.ErrorContains(t, v(1, client.Cert), "without server authentication")
+}
+
+// TestDecisionsReachTheLog: the failover manager's decisions, with their
+// reasons, are in the agent's log (here the never-promote policy the
+// write region's node proposes).
+func TestDecisionsReachTheLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets, fsyncs and gossip")
+	}
+	as := startCluster(t, 3)
+	url := "http://" + as[0].cfg.Bind.APIAddr + PathSpec
+	require.Equal(t, http.StatusOK, put(t, url, SetRequest{Key: "never_promote", Value: "west"}, nil))
+	require.Eventually(t, func() bool {
+		l := as[0].log.String()
+		return strings.Contains(l, "msg=decision") && strings.Contains(l, "kind=policy")
+	}, 15*time.Second, 50*time.Millisecond, "no policy decision in the write region's log")
 }

@@ -93,6 +93,7 @@ func (a *Agent) startHost(ctx context.Context, c committed) (*host, error) {
 		h.runErr = h.drv.Run(runCtx, h.tr)
 		close(h.exited)
 	}()
+	go h.logEvents(runCtx)
 	if h.dns != nil {
 		go func() {
 			if err := h.dns.Serve(runCtx); err != nil {
