@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"go.yaml.in/yaml/v3"
 	"io"
 	"net/http"
 	"os"
@@ -250,14 +251,16 @@ func TestMetricsOfARunningCluster(t *testing.T) {
 
 	names := dashboardMetrics(t, "../../docs/grafana-dashboard.json")
 	require.NotEmpty(t, names)
-	for _, name := range names {
+	alerts := alertMetrics(t, "../../docs/deploy/prometheus-alerts.yaml")
+	require.NotEmpty(t, alerts)
+	for _, name := range append(names, alerts...) {
 		if _, ok := exported[name]; ok {
 			continue
 		}
 		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
 		typ, ok := exported[base]
 		assert.True(t, ok && base != name && (typ == dto.MetricType_HISTOGRAM || typ == dto.MetricType_SUMMARY),
-			"the dashboard queries %s, which the agent does not export", name)
+			"the dashboard or an alert queries %s, which the agent does not export", name)
 	}
 }
 
@@ -317,4 +320,31 @@ func checkFailoverMetrics(t *testing.T, survivors []*tagent, parts int, lost str
 		}
 		return committed >= float64(parts) && changed && lag >= 1 && queries > 0
 	}, 10*time.Second, 200*time.Millisecond, "the survivors' metrics do not show the failover")
+}
+
+// alertMetrics returns every metric name in the alert rules' expressions.
+func alertMetrics(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &rules))
+	metricName := regexp.MustCompile(`\bfmnode_[a-zA-Z0-9_]+`)
+	var names []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			found := metricName.FindAllString(r.Expr, -1)
+			require.NotEmpty(t, found, "alert %s queries no fmnode metric", r.Alert)
+			names = append(names, found...)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
