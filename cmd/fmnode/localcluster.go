@@ -151,8 +151,13 @@ func newLocalCluster(cfg localClusterConfig) (*localCluster, error) {
 			n.dns = fmt.Sprintf("127.0.0.1:%d", p[3])
 			fmt.Fprintf(&b, "  dns_addr: %s\ndns:\n  zone: %s\n  ttl: 1s\n", n.dns, cfg.Zone)
 		}
+		// Every node joins through another (the first through the
+		// second): a restarted node must find the cluster again, and
+		// one without retry_join waits for the others to find it.
 		if i != 1 {
 			fmt.Fprintf(&b, "retry_join: [\"127.0.0.1:%d\"]\n", ports[2])
+		} else if cfg.Nodes > 1 {
+			fmt.Fprintf(&b, "retry_join: [\"127.0.0.1:%d\"]\n", ports[4+2])
 		}
 		if cfg.LogLevel != "" {
 			fmt.Fprintf(&b, "log:\n  level: %s\n", cfg.LogLevel)

@@ -110,6 +110,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.cfg.Insecure {
 		a.log.Warn("running without TLS and without gossip encryption (--insecure): any process that reaches the ports can join, write and read")
 	}
+	if len(a.cfg.RetryJoin) == 0 {
+		a.log.Warn("retry_join is empty: this node joins no one; after a restart it is back in the membership only when another node finds it (and /readyz stays 503 until then)")
+	}
 	if err := a.open(); err != nil {
 		a.closeStores()
 		return err
