@@ -216,6 +216,11 @@ func TestStop(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Start(t, childSpec(t, "stopped", tc.mode, tc.args...))
 			waitOutput(t, p, tc.ready)
+			if tc.mode == "exit" {
+				// Its output comes just before its exit: the case is about
+				// a child that is gone when Stop is called.
+				require.Eventually(t, p.Exited, waitFor, tick, "%s did not exit", p)
+			}
 			var gpid int
 			if tc.mode == "grandchild" {
 				gpid = grandchildPID(t, p)
