@@ -159,6 +159,30 @@ func TestAgentEndToEnd(t *testing.T) {
 		require.Equal(t, "east", p.WriteRegion, "partition %d", p.ID)
 	}
 
+	// The operator's commands against the real agents (through west).
+	cli := func(args ...string) (string, int) {
+		return c.run(append(args, c.adminArgs(west)...)...)
+	}
+	out, code = cli("status", "-o", "json")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"east"`)
+	out, code = cli("explain", "2")
+	require.Equal(t, 0, code, out)
+	out, code = cli("switchover", "2", "--to", "mars")
+	require.NotEqual(t, 0, code, "a switchover to an unknown region must be refused: %s", out)
+	require.Contains(t, out, "mars")
+	out, code = cli("switchover", "2", "--to", "north", "--reason", "e2e", "--wait")
+	require.Equal(t, 0, code, out)
+	require.Eventually(t, func() bool { return c.leaders(north)[2] == north.name }, 20*time.Second, 50*time.Millisecond,
+		"partition 2 never moved to north")
+	out, code = cli("history", "2")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "e2e", "the switchover's reason is in the history")
+	out, code = cli("pause", "--reason", "e2e")
+	require.Equal(t, 0, code, out)
+	out, code = cli("resume")
+	require.Equal(t, 0, code, out)
+
 	// Phase A: kill -9 the write region's agent. Every partition gets a
 	// new write region in a new epoch, as the surviving agents report it.
 	east.proc.Kill()
