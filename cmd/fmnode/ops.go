@@ -216,24 +216,9 @@ func runPartition(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return 2
 	}
 	o := newOps("partition show", stdout, stderr)
-	pos, c, code := o.parse(args[1:], 1, 1, "P [flags]")
-	if code >= 0 {
-		return code
-	}
-	p, err := partitionArg(pos[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", o.name, err)
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.af.timeout)
-	defer cancel()
 	var d agent.PartitionDetail
-	if err := c.call(ctx, "GET", agent.PathPartition+"?id="+strconv.Itoa(int(p)), nil, &d); err != nil {
-		return o.fail(err)
-	}
-	if o.json() {
-		printJSON(stdout, d)
-		return 0
+	if code, done := o.fetchPartition(ctx, args[1:], agent.PathPartition, &d); done {
+		return code
 	}
 	fmt.Fprintf(stdout, "partition %d (answered by %s)\n", d.ID, d.Answered)
 	fmt.Fprintf(stdout, "  epoch %d, write region %s, phase %s", d.Epoch, d.WriteRegion, d.Phase)
@@ -294,24 +279,9 @@ func printReplicas(o *opsCommand, rs []agent.ReplicaView) {
 // runExplain is `fmnode explain P`.
 func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o := newOps("explain", stdout, stderr)
-	pos, c, code := o.parse(args, 1, 1, "P [flags]")
-	if code >= 0 {
-		return code
-	}
-	p, err := partitionArg(pos[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", o.name, err)
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(ctx, o.af.timeout)
-	defer cancel()
 	var ex agent.ExplainResponse
-	if err := c.call(ctx, "GET", agent.PathExplain+"?id="+strconv.Itoa(int(p)), nil, &ex); err != nil {
-		return o.fail(err)
-	}
-	if o.json() {
-		printJSON(stdout, ex)
-		return 0
+	if code, done := o.fetchPartition(ctx, args, agent.PathExplain, &ex); done {
+		return code
 	}
 	fmt.Fprintf(stdout, "as %s sees it:\n%s", ex.Answered, ex.Text)
 	if len(ex.Candidates) > 0 {
@@ -624,4 +594,30 @@ func pauseCmd(ctx context.Context, name string, paused bool, args []string, stdo
 	}
 	_ = tw.Flush()
 	return exit
+}
+
+// fetchPartition runs a "P [flags]" command's request: it parses args,
+// GETs path?id=P into out and prints it when -o json asks. done reports
+// that the command has finished, with its exit code; otherwise the caller
+// prints out as a table.
+func (o *opsCommand) fetchPartition(ctx context.Context, args []string, path string, out any) (code int, done bool) {
+	pos, c, code := o.parse(args, 1, 1, "P [flags]")
+	if code >= 0 {
+		return code, true
+	}
+	p, err := partitionArg(pos[0])
+	if err != nil {
+		fmt.Fprintf(o.stderr, "%s: %v\n", o.name, err)
+		return 2, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.af.timeout)
+	defer cancel()
+	if err := c.call(ctx, "GET", path+"?id="+strconv.Itoa(int(p)), nil, out); err != nil {
+		return o.fail(err), true
+	}
+	if o.json() {
+		printJSON(o.stdout, out)
+		return 0, true
+	}
+	return 0, false
 }
