@@ -112,6 +112,11 @@ if ! join -j1 <(awk '{print $1"/"$2"/"$3, $4}' "$out/rerun.txt" | sort) <(awk '{
 fi
 echo "10 reruns, same trace hashes"
 
+# The control: the canary's workload and faults with the real acceptor
+# must pass, or a caught canary would prove nothing.
+echo "== canary control: the same workload with the real acceptor must pass"
+"$bin" sim --canary-control --seeds 1..5 --out "$out" | tail -n 1
+
 echo "== canary: the broken acceptor must be caught"
 if "$bin" sim --canary --seeds 1..5 --out "$out"; then
 	echo "FAIL: the canary was not detected"
