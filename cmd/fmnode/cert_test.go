@@ -148,7 +148,7 @@ func TestCertCreateNode(t *testing.T) {
 			assert.NoError(t, err, "%s for %v", host, usage)
 		}
 	}
-	_, err := c.Verify(x509.VerifyOptions{Roots: roots, DNSName: "10.0.0.9"})
+	_, err := c.Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.9"})
 	assert.Error(t, err, "an address not given is not in the certificate")
 }
 
@@ -177,7 +177,7 @@ func TestCertCreateClient(t *testing.T) {
 func TestCertList(t *testing.T) {
 	d := newCertDirs(t)
 	d.mustRun(t, "create-ca")
-	d.mustRun(t, "create-node", "n1", "10.0.0.1", "n1.fm.example")
+	d.mustRun(t, "create-node", "n1", "127.0.0.2", "n1.fm.example")
 	d.mustRun(t, "create-client", "ops")
 	// A certificate of another CA, and a file that is no certificate.
 	other := newCertDirs(t)
@@ -205,7 +205,7 @@ func TestCertList(t *testing.T) {
 		}{
 			{file: "ca.crt", cn: "fmnode CA", issuer: "fmnode CA", usages: []string{"ca"}, verified: true},
 			{file: "node.crt", cn: "n1", issuer: "fmnode CA", usages: []string{"server", "client"},
-				ips: []string{"10.0.0.1"}, dns: []string{"n1.fm.example"}, verified: true},
+				ips: []string{"127.0.0.2"}, dns: []string{"n1.fm.example"}, verified: true},
 			{file: "client.ops.crt", cn: "ops", issuer: "fmnode CA", usages: []string{"client"}, verified: true},
 			{file: "client.stray.crt", cn: "stray", issuer: "other CA", usages: []string{"client"}, verifyError: "unknown authority"},
 			{file: "junk.crt", usages: []string{}, verifyError: "no PEM certificate"},
@@ -241,7 +241,7 @@ func TestCertList(t *testing.T) {
 			f := strings.Fields(l)
 			rows[f[0]] = f
 		}
-		assert.Equal(t, []string{"node.crt", "n1", "10.0.0.1,n1.fm.example", "server,client"}, rows["node.crt"][:4])
+		assert.Equal(t, []string{"node.crt", "n1", "127.0.0.2,n1.fm.example", "server,client"}, rows["node.crt"][:4])
 		assert.Equal(t, []string{"fmnode", "CA", "yes"}, rows["node.crt"][5:])
 		assert.Equal(t, "yes", rows["ca.crt"][len(rows["ca.crt"])-1])
 		assert.Contains(t, strings.Join(rows["client.stray.crt"], " "), "no: x509: certificate signed by unknown authority")
@@ -302,7 +302,7 @@ func TestCertBadArgs(t *testing.T) {
 		{"node without a name", []string{"create-node"}, false, 2, "NAME: missing"},
 		{"node without hosts", []string{"create-node", "n1"}, false, 2, "HOST: at least one"},
 		{"node name not an agent's", []string{"create-node", "N1", "127.0.0.1"}, false, 2, `NAME: "N1" is not an agent name`},
-		{"bad host", []string{"create-node", "n1", "10.0.0.1:7400", "--lifetime", "1h"}, false, 2, `HOST: "10.0.0.1:7400": a host, not host:port`},
+		{"bad host", []string{"create-node", "n1", "127.0.0.2:7400", "--lifetime", "1h"}, false, 2, `HOST: "127.0.0.2:7400": a host, not host:port`},
 		{"client without a name", []string{"create-client"}, false, 2, "NAME: missing"},
 		{"client with two names", []string{"create-client", "a", "b"}, false, 2, `unexpected arguments ["b"]`},
 		{"client name with a slash", []string{"create-client", "a/b", "--lifetime", "1h"}, false, 2, "NAME: must be of [A-Za-z0-9._-]"},
