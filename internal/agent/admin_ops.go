@@ -435,12 +435,7 @@ func (a *Agent) servePartition(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		})
-		if errors.Is(err, errNotHosted) {
-			writeError(w, http.StatusServiceUnavailable, CodeNotReady, fmt.Sprintf("agent: %s does not know partition %d's register value yet", h.self.Name, id))
-			return
-		}
-		if err != nil {
-			a.writeLoopError(w, err)
+		if a.writeDoError(w, h, id, err) {
 			return
 		}
 		writeJSON(w, http.StatusOK, d)
@@ -483,12 +478,7 @@ func (a *Agent) serveExplain(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		})
-		if errors.Is(err, errNotHosted) {
-			writeError(w, http.StatusServiceUnavailable, CodeNotReady, fmt.Sprintf("agent: %s does not know partition %d's register value yet", h.self.Name, id))
-			return
-		}
-		if err != nil {
-			a.writeLoopError(w, err)
+		if a.writeDoError(w, h, id, err) {
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -524,14 +514,7 @@ func (a *Agent) writeHistory(w http.ResponseWriter, r *http.Request, h *host, on
 				continue
 			}
 			ph := PartitionHistory{ID: uint32(id), Epoch: uint64(s.Epoch), WriteRegion: string(s.WriteRegion), Transitions: transitionViews(s.History)}
-			for _, e := range events {
-				if e.Partition == name {
-					ph.Events = append(ph.Events, fmt.Sprintf("%s %v: %s", wall(e.At).Format(time.RFC3339Nano), e.Kind, e.Text))
-				}
-			}
-			if len(ph.Events) > maxEventsShown {
-				ph.Events = ph.Events[len(ph.Events)-maxEventsShown:]
-			}
+			ph.Events = partitionEvents(events, name)
 			out.Partitions = append(out.Partitions, ph)
 		}
 		return nil
@@ -599,10 +582,7 @@ func (a *Agent) partitionAction(w http.ResponseWriter, r *http.Request, body []b
 		return err
 	})
 	switch {
-	case errors.Is(err, errNotHosted):
-		writeError(w, http.StatusServiceUnavailable, CodeNotReady, fmt.Sprintf("agent: %s does not know partition %d's register value yet", h.self.Name, id))
-	case err != nil:
-		a.writeLoopError(w, err)
+	case a.writeDoError(w, h, id, err):
 	case fwd != "":
 		a.forward(w, r, fwd, body)
 	case refused != nil:
@@ -800,4 +780,19 @@ func readBody[T any](w http.ResponseWriter, r *http.Request) ([]byte, T, bool) {
 		return nil, v, false
 	}
 	return body, v, true
+}
+
+// writeDoError answers a failed call into partition id's node: 503 while
+// the node knows no register value for it, the loop's error otherwise. It
+// reports whether it wrote a response.
+func (a *Agent) writeDoError(w http.ResponseWriter, h *host, id partition.ID, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, errNotHosted):
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, fmt.Sprintf("agent: %s does not know partition %d's register value yet", h.self.Name, id))
+	default:
+		a.writeLoopError(w, err)
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -348,6 +349,21 @@ func briefOf(id partition.ID, s failover.State, ver uint64) PartitionBrief {
 // wall is a node-clock instant as wall-clock time (noderun.WallClock is
 // nanoseconds since the Unix epoch).
 func wall(d time.Duration) time.Time { return time.Unix(0, int64(d)).UTC() }
+
+// partitionEvents are the last maxEventsShown of the manager's events for
+// register name, one line each: when, the kind, the reasons.
+func partitionEvents(events []failover.Event, name string) []string {
+	var out []string
+	for _, e := range events {
+		if e.Partition == name {
+			out = append(out, fmt.Sprintf("%s %v: %s", wall(e.At).Format(time.RFC3339Nano), e.Kind, e.Text))
+		}
+	}
+	if len(out) > maxEventsShown {
+		out = out[len(out)-maxEventsShown:]
+	}
+	return out
+}
 
 func regionStrings[R ~string](rs []R) []string {
 	out := make([]string, 0, len(rs))

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -126,9 +125,7 @@ func (a *Agent) servePartitions(w http.ResponseWriter, r *http.Request) {
 			}
 			ps := PartitionStatus{ID: uint32(id), Role: pr.Role.String(), Epoch: uint64(pr.Epoch), WriteRegion: string(pr.WriteRegion),
 				LastLSN: uint64(pr.LastLSN), LastEpoch: uint64(pr.LastEpoch), CommitLSN: uint64(pr.CommitLSN), AppliedLSN: uint64(pr.AppliedLSN)}
-			for _, m := range pr.Quorum.Members {
-				ps.Quorum = append(ps.Quorum, string(m))
-			}
+			ps.Quorum = regionStrings(pr.Quorum.Members)
 			for _, e := range pr.History {
 				ps.History = append(ps.History, Range{Epoch: uint64(e.Epoch), After: uint64(e.After)})
 			}
@@ -137,22 +134,9 @@ func (a *Agent) servePartitions(w http.ResponseWriter, r *http.Request) {
 			}
 			if s, ver, ok := n.Manager().State(partition.RegisterKey(id)); ok {
 				ps.RegisterEpoch, ps.RegisterWriteRegion, ps.RegisterVersion = uint64(s.Epoch), string(s.WriteRegion), ver
-				for _, r := range s.NeverPromote {
-					ps.NeverPromote = append(ps.NeverPromote, string(r))
-				}
-				for _, r := range s.WriteQuorum.Members {
-					ps.RegisterQuorum = append(ps.RegisterQuorum, string(r))
-				}
+				ps.NeverPromote, ps.RegisterQuorum = regionStrings(s.NeverPromote), regionStrings(s.WriteQuorum.Members)
 			}
-			name := partition.RegisterKey(id)
-			for _, e := range events {
-				if e.Partition == name {
-					ps.Events = append(ps.Events, fmt.Sprintf("%s %v: %s", time.Unix(0, int64(e.At)).UTC().Format(time.RFC3339Nano), e.Kind, e.Text))
-				}
-			}
-			if len(ps.Events) > maxEventsShown {
-				ps.Events = ps.Events[len(ps.Events)-maxEventsShown:]
-			}
+			ps.Events = partitionEvents(events, partition.RegisterKey(id))
 			st.Partitions = append(st.Partitions, ps)
 		}
 		return nil
