@@ -291,14 +291,8 @@ func runCertCreateNode(args []string, stdout, stderr io.Writer) int {
 // certificate may hold: a certificate named otherwise could never match
 // the name the cluster spec records, and every peer would refuse it.
 func checkNodeName(s string) error {
-	bad := s == "" || len(s) > agentcfg.MaxLabelLen || s[0] == '-' || s[len(s)-1] == '-'
-	for i := 0; i < len(s) && !bad; i++ {
-		ch := s[i]
-		bad = !('a' <= ch && ch <= 'z' || '0' <= ch && ch <= '9' || ch == '-')
-	}
-	if bad {
-		return fmt.Errorf("NAME: %q is not an agent name (1..%d of [a-z0-9-], no '-' at either end); it must equal the agent's `name`",
-			s, agentcfg.MaxLabelLen)
+	if err := agentcfg.CheckLabel("name", s); err != nil {
+		return fmt.Errorf("NAME: %q is not an agent name (%v); it must equal the agent's `name`", s, err)
 	}
 	return nil
 }

@@ -223,3 +223,21 @@ func TestErrorsWrap(t *testing.T) {
 	require.True(t, errors.Is(err, ErrInvalid))
 	assert.Contains(t, err.Error(), "agentcfg: name: must be set")
 }
+
+func TestCheckLabel(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"n1", ""}, {"east-a", ""}, {"", "must be set"}, {"N1", "[a-z0-9-]"}, {"-a", "start or end"},
+		{strings.Repeat("a", MaxLabelLen+1), "longer than"},
+	} {
+		err := CheckLabel("name", tc.in)
+		if tc.want == "" {
+			require.NoError(t, err, tc.in)
+			continue
+		}
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, "name: ")
+		require.ErrorContains(t, err, tc.want)
+	}
+}

@@ -91,6 +91,16 @@ func (c Config) Validate() error {
 
 // label: required, 1..MaxLabelLen of [a-z0-9-], no '-' at either end (it
 // may appear in DNS names and metric labels).
+// CheckLabel checks s against the rule for name, region, zone and
+// cluster ([a-z0-9-], 1..MaxLabelLen, no '-' at either end); the error
+// names field. Tools that must produce a valid name (a node certificate's
+// CommonName) use it.
+func CheckLabel(field, s string) error {
+	var p problems
+	p.label(field, s)
+	return p.err()
+}
+
 func (p *problems) label(field, s string) {
 	if s == "" {
 		p.add(field, "must be set")
