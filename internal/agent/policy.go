@@ -2,12 +2,10 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/fmnode/fmnode/failover"
 	"github.com/fmnode/fmnode/internal/clusterspec"
 	"github.com/fmnode/fmnode/internal/node"
 	"github.com/fmnode/fmnode/partition"
@@ -67,21 +65,9 @@ func (h *host) applyPolicy(ctx context.Context, c committed) {
 		if err := n.SetBlastRadius(br); err != nil {
 			return err
 		}
-		for _, id := range n.Host().Partitions() {
-			s, _, ok := n.Manager().State(partition.RegisterKey(id))
-			if !ok || string(s.WriteRegion) != h.a.cfg.Region || equalRegions(s.NeverPromote, want) {
-				continue
-			}
-			switch err := n.SetNeverPromote(now, id, want, reason); {
-			case err == nil:
-				changed++
-			case errors.Is(err, failover.ErrRefused):
-				pending++
-			default:
-				return err
-			}
-		}
-		return nil
+		var err error
+		changed, pending, err = n.ApplyNeverPromote(now, want, reason)
+		return err
 	})
 	if err != nil {
 		h.a.log.Warn("apply the cluster spec's policy", "err", err)
@@ -91,8 +77,4 @@ func (h *host) applyPolicy(ctx context.Context, c committed) {
 		h.a.log.Info("applying the cluster spec's never-promote regions", "version", c.version, "never_promote", c.spec.NeverPromote,
 			"proposed", changed, "retry_later", pending)
 	}
-}
-
-func equalRegions(a, b []partition.Region) bool {
-	return len(a) == len(b) && (len(a) == 0 || slices.Equal(a, b))
 }

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fmnode/fmnode/caspaxos"
@@ -211,6 +213,35 @@ func (n *Node) SetNeverPromote(now time.Duration, id partition.ID, regions []par
 	}
 	n.fed = true
 	return n.mgr.SetNeverPromote(now, p.name, regions, reason)
+}
+
+// ApplyNeverPromote brings every partition this node is the write region
+// of to the never-promote regions want (one proposer per partition: the
+// write region's node; the others learn the new value). A partition with
+// a proposal in flight or a full window is counted as pending, for the
+// driver to call again later. want must be sorted.
+func (n *Node) ApplyNeverPromote(now time.Duration, want []partition.Region, reason string) (proposed, pending int, err error) {
+	n.now = now
+	for _, id := range n.host.Partitions() {
+		p, err := n.hosted(id, "policy of")
+		if err != nil {
+			continue
+		}
+		s, _, ok := n.mgr.State(p.name)
+		if !ok || s.WriteRegion != n.cfg.Region || slices.Equal(s.NeverPromote, want) || len(s.NeverPromote)+len(want) == 0 {
+			continue
+		}
+		switch err := n.mgr.SetNeverPromote(now, p.name, want, reason); {
+		case err == nil:
+			proposed++
+		case errors.Is(err, failover.ErrRefused):
+			pending++
+		default:
+			return proposed, pending, fmt.Errorf("node %d: never-promote of partition %d: %w", n.cfg.ID, id, err)
+		}
+	}
+	n.fed = true
+	return proposed, pending, nil
 }
 
 // SetBlastRadius changes how many failovers may be in flight into one
