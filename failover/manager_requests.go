@@ -71,7 +71,15 @@ func (m *Manager) SetMaxConcurrentPerTarget(n int) error {
 }
 
 // SetGlobalPause suppresses (or resumes) automatic failover everywhere.
+// Setting what is already set changes nothing (the agent applies its
+// cluster spec at every read of it).
 func (m *Manager) SetGlobalPause(paused bool, reason string) {
+	if !paused {
+		reason = ""
+	}
+	if m.paused == paused && m.pauseWhy == reason {
+		return
+	}
 	m.paused, m.pauseWhy = paused, reason
 	for _, p := range m.sorted {
 		m.markDirty(p)

@@ -527,8 +527,8 @@ func printDrain(o *opsCommand, dr agent.DrainResponse) {
 }
 
 // runPause is `fmnode pause [P] --reason TEXT`; runResume is `fmnode
-// resume [P]`. Without P every agent pauses (or resumes) automatic
-// failover of every partition.
+// resume [P]`. Without P the pause is recorded in the cluster spec and
+// every agent stops (or resumes) automatic failover of every partition.
 func runPause(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return pauseCmd(ctx, "pause", true, args, stdout, stderr)
 }
@@ -571,14 +571,19 @@ func pauseCmd(ctx context.Context, name string, paused bool, args []string, stdo
 	}
 	exit := 0
 	if failed > 0 {
-		fmt.Fprintf(stderr, "%s: %d of %d agents did not apply it (call again once they answer)\n", o.name, failed, len(pr.Agents))
+		if req.Partition == 0 {
+			fmt.Fprintf(stderr, "%s: recorded in the cluster spec (version %d), but %d of %d agents did not confirm it; each applies it at its next read of the spec\n",
+				o.name, pr.SpecVersion, failed, len(pr.Agents))
+		} else {
+			fmt.Fprintf(stderr, "%s: %d of %d agents did not apply it (call again once they answer)\n", o.name, failed, len(pr.Agents))
+		}
 		exit = 1
 	}
 	if o.json() {
 		printJSON(stdout, pr)
 		return exit
 	}
-	what := "automatic failover of every partition on every agent"
+	what := fmt.Sprintf("automatic failover of every partition on every agent (cluster spec version %d, kept across restarts)", pr.SpecVersion)
 	if req.Partition != 0 {
 		what = fmt.Sprintf("automatic failover of partition %d (proposed to its register)", req.Partition)
 	}

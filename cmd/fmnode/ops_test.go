@@ -117,7 +117,7 @@ func TestCLIOps(t *testing.T) {
 		{name: "switchover needs --to", args: []string{"switchover", "1"}, code: 2},
 		{name: "drain", args: []string{"drain", "--region", "east", "--wait"}, stdout: []string{"drain of east: active, 0 partitions"}},
 		{name: "pause needs a reason", args: []string{"pause"}, code: 2},
-		{name: "pause partly applied", args: []string{"pause", "--reason", "maintenance"}, code: 1, stdout: []string{"n2", "no: timeout"}, stderr: []string{"1 of 2 agents did not apply it"}},
+		{name: "pause partly applied", args: []string{"pause", "--reason", "maintenance"}, code: 1, stdout: []string{"n2", "no: timeout"}, stderr: []string{"1 of 2 agents did not confirm it", "next read of the spec"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

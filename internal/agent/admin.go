@@ -146,14 +146,9 @@ func (a *Agent) serveSpec(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	v, ver, err := a.sysClient().Read(ctx, a.sysPeers(cur.spec))
+	spec, ver, err := a.readSpec(ctx, cur.spec)
 	if err != nil {
-		a.writeRegisterError(w, err)
-		return
-	}
-	spec, err := clusterspec.Decode(v)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "internal", "agent: the committed spec does not decode: "+err.Error())
+		a.writeSpecError(w, err)
 		return
 	}
 	if r.Method == http.MethodGet {
@@ -172,25 +167,58 @@ func (a *Agent) serveSpec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, CodeConflict, fmt.Sprintf("agent: the spec is at version %d, not %d: read it again", ver, req.Version))
 		return
 	}
-	next, err := spec.Set(req.Key, req.Value)
+	out, err := a.casSpec(ctx, spec, ver, clusterspec.Change{Key: req.Key, Value: req.Value})
 	if err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidSpec, err.Error())
+		a.writeSpecError(w, err)
 		return
+	}
+	a.log.Info("cluster spec set", "key", req.Key, "value", req.Value, "version", out.Version, "changed", out.Changed)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// errSpecChange is a change the spec refuses (400, with the key's reason).
+var errSpecChange = errors.New("agent: the cluster spec refuses the change")
+
+// casSpec commits spec (at version ver) with the changes made, then tells
+// every agent to read it: the one write path of `config set` and the
+// global pause.
+func (a *Agent) casSpec(ctx context.Context, spec clusterspec.Spec, ver uint64, changes ...clusterspec.Change) (SpecResponse, error) {
+	next, err := spec.Apply(changes...)
+	if err != nil {
+		return SpecResponse{}, fmt.Errorf("%w: %w", errSpecChange, err)
 	}
 	value, err := clusterspec.Encode(next)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, CodeInvalidSpec, err.Error())
-		return
+		return SpecResponse{}, fmt.Errorf("%w: %w", errSpecChange, err)
 	}
 	nver, err := a.sysClient().CAS(ctx, a.sysPeers(spec), ver, value)
 	if err != nil {
-		a.writeRegisterError(w, err)
+		return SpecResponse{}, err
+	}
+	a.pokeAll(ctx, next)
+	return SpecResponse{Version: nver, Spec: next, Changed: clusterspec.Diff(spec, next)}, nil
+}
+
+// readSpec reads the committed spec from the system register.
+func (a *Agent) readSpec(ctx context.Context, via clusterspec.Spec) (clusterspec.Spec, uint64, error) {
+	v, ver, err := a.sysClient().Read(ctx, a.sysPeers(via))
+	if err != nil {
+		return clusterspec.Spec{}, 0, err
+	}
+	spec, err := clusterspec.Decode(v)
+	if err != nil {
+		return clusterspec.Spec{}, 0, fmt.Errorf("agent: the committed spec does not decode: %w", err)
+	}
+	return spec, ver, nil
+}
+
+// writeSpecError answers a failed casSpec or readSpec.
+func (a *Agent) writeSpecError(w http.ResponseWriter, err error) {
+	if errors.Is(err, errSpecChange) {
+		writeError(w, http.StatusBadRequest, CodeInvalidSpec, err.Error())
 		return
 	}
-	changed := clusterspec.Diff(spec, next)
-	a.log.Info("cluster spec set", "key", req.Key, "value", req.Value, "version", nver, "changed", changed)
-	a.pokeAll(r.Context(), next)
-	writeJSON(w, http.StatusOK, SpecResponse{Version: nver, Spec: next, Changed: changed})
+	a.writeRegisterError(w, err)
 }
 
 func (a *Agent) writeRegisterError(w http.ResponseWriter, err error) {

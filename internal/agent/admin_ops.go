@@ -18,6 +18,7 @@ import (
 	"github.com/fmnode/fmnode/internal/clusterspec"
 	"github.com/fmnode/fmnode/internal/dataapi"
 	"github.com/fmnode/fmnode/internal/node"
+	"github.com/fmnode/fmnode/internal/sysreg"
 	"github.com/fmnode/fmnode/partition"
 )
 
@@ -651,27 +652,78 @@ func (a *Agent) servePause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Local {
-		err := h.do(r.Context(), func(_ time.Duration, n *node.Node) error {
-			n.SetGlobalPause(req.Paused, reason)
-			return nil
-		})
-		if err != nil {
-			a.writeLoopError(w, err)
-			return
-		}
-		a.log.Info("operator global pause", "paused", req.Paused, "reason", reason)
-		writeJSON(w, http.StatusOK, PauseResponse{Paused: req.Paused, Agents: []AgentAnswer{{Node: h.self.Name, OK: true}}})
+		a.serveLocalPause(w, r, h, req.Paused)
 		return
 	}
-	// Every agent decides for the partitions it hosts: each is told.
-	local, _ := json.Marshal(PauseRequest{Paused: req.Paused, Reason: reason, Local: true})
-	// Each agent's outcome is in the body (OK false: not applied there).
-	out := PauseResponse{Paused: req.Paused}
+	a.serveGlobalPause(w, r, h, req.Paused, reason)
+}
+
+// serveGlobalPause commits the pause to the cluster spec, so that it
+// survives restarts and reaches agents that are down now, then asks every
+// agent to read the spec and answer whether it applied it. An agent that
+// does not answer is not a failure of the pause: it applies it at its
+// next read of the spec (at start, or within the spec poll interval).
+func (a *Agent) serveGlobalPause(w http.ResponseWriter, r *http.Request, h *host, paused bool, reason string) {
+	value := ""
+	if paused {
+		value = reason
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	var ver uint64
+	for attempt := 0; ; attempt++ {
+		spec, cur, err := a.readSpec(ctx, h.spec)
+		if err == nil && spec.Pause == value {
+			ver = cur // already so: nothing to commit
+			break
+		}
+		var out SpecResponse
+		if err == nil {
+			out, err = a.casSpec(ctx, spec, cur, clusterspec.Change{Key: "pause", Value: value})
+		}
+		if err == nil {
+			ver = out.Version
+			break
+		}
+		// A concurrent change of another key: read again and retry.
+		if errors.Is(err, sysreg.ErrConflict) && attempt < 3 {
+			continue
+		}
+		a.writeSpecError(w, err)
+		return
+	}
+	a.log.Info("operator global pause", "paused", paused, "reason", reason, "spec_version", ver)
+	local, _ := json.Marshal(PauseRequest{Paused: paused, Local: true})
+	out := PauseResponse{Paused: paused, SpecVersion: ver}
 	for _, ans := range a.fanOut(r.Context(), r, h.spec.Nodes, http.MethodPost, PathPause, local) {
 		msg := ans.answerErr()
+		if msg != "" {
+			msg += "; it applies the pause at its next read of the cluster spec"
+		}
 		out.Agents = append(out.Agents, AgentAnswer{Node: ans.node.Name, OK: msg == "", Error: msg})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// serveLocalPause reads the cluster spec now and applies its pause; it
+// answers whether this agent's failover manager is now as asked.
+func (a *Agent) serveLocalPause(w http.ResponseWriter, r *http.Request, h *host, paused bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := a.refreshSpec(ctx); err != nil {
+		a.writeSpecError(w, err)
+		return
+	}
+	c := a.spec.Load()
+	if err := h.applyPause(ctx, *c); err != nil {
+		a.writeLoopError(w, err)
+		return
+	}
+	if got := c.spec.Pause != ""; got != paused {
+		writeError(w, http.StatusConflict, CodeConflict, fmt.Sprintf("agent: the cluster spec (version %d) says paused=%v: changed again since", c.version, got))
+		return
+	}
+	writeJSON(w, http.StatusOK, PauseResponse{Paused: paused, SpecVersion: c.version, Agents: []AgentAnswer{{Node: h.self.Name, OK: true}}})
 }
 
 // --- drains ---

@@ -263,8 +263,9 @@ type SwitchoverResponse struct {
 	RequestedAt time.Time `json:"requested_at"`
 }
 
-// PauseRequest is POST /v1/admin/pause: Partition 0 is the global pause
-// of every agent (fanned out unless Local).
+// PauseRequest is POST /v1/admin/pause: Partition 0 is the global pause,
+// recorded in the cluster spec (key "pause") and then applied by every
+// agent; Local asks one agent to read the spec and apply it now.
 type PauseRequest struct {
 	Partition uint32 `json:"partition,omitempty"`
 	Paused    bool   `json:"paused"`
@@ -274,9 +275,12 @@ type PauseRequest struct {
 
 // PauseResponse lists who applied it.
 type PauseResponse struct {
-	Partition uint32        `json:"partition,omitempty"`
-	Paused    bool          `json:"paused"`
-	Agents    []AgentAnswer `json:"agents"`
+	Partition uint32 `json:"partition,omitempty"`
+	Paused    bool   `json:"paused"`
+	// SpecVersion is the cluster spec version that records a global
+	// pause (0 for one partition's, which its register records).
+	SpecVersion uint64        `json:"spec_version,omitempty"`
+	Agents      []AgentAnswer `json:"agents"`
 }
 
 // DrainRequest is POST /v1/admin/drain: start (or resume) the drain of

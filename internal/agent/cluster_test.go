@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fmnode/fmnode/internal/agentcfg"
@@ -293,4 +294,57 @@ func TestDecisionsReachTheLog(t *testing.T) {
 		l := as[0].log.String()
 		return strings.Contains(l, "msg=decision") && strings.Contains(l, "kind=policy")
 	}, 15*time.Second, 50*time.Millisecond, "no policy decision in the write region's log")
+}
+
+// TestGlobalPauseSurvivesRestart: `fmnode pause` without a partition is
+// recorded in the cluster spec, so an agent that was down when it was set,
+// or restarts afterwards, comes back paused; resume reaches it the same
+// way. (It lived in each agent's memory before: a restarted agent was
+// unpaused and could fail partitions over in the middle of maintenance.)
+func TestGlobalPauseSurvivesRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real sockets, fsyncs and gossip")
+	}
+	as := startCluster(t, 3)
+	api := func(i int) string { return "http://" + as[i].cfg.Bind.APIAddr }
+	paused := func(i int) (bool, string) {
+		var cs ClusterStatus
+		if adminCall(t, "GET", api(i)+PathStatus, "", nil, &cs) != http.StatusOK {
+			return false, ""
+		}
+		for _, n := range cs.Nodes {
+			if n.Name == as[i].cfg.Name {
+				return n.GlobalPause, n.GlobalPauseReason
+			}
+		}
+		return false, ""
+	}
+
+	as[2].stop(t)
+	var pr PauseResponse
+	require.Equal(t, http.StatusOK, adminCall(t, "POST", api(0)+PathPause, "", PauseRequest{Paused: true, Reason: "maintenance window"}, &pr))
+	require.NotZero(t, pr.SpecVersion)
+	require.Len(t, pr.Agents, 3)
+	for _, ag := range pr.Agents {
+		assert.Equal(t, ag.Node != "n3", ag.OK, "%s: %s", ag.Node, ag.Error)
+	}
+	s, _, _ := as[0].a.Spec()
+	require.Equal(t, "maintenance window", s.Pause)
+
+	as[2] = startAgent(t, as[2].cfg)
+	waitReady(t, as[2].cfg.Bind.APIAddr)
+	require.Eventually(t, func() bool { p, why := paused(2); return p && why == "maintenance window" }, 10*time.Second, 50*time.Millisecond,
+		"n3 was down when the pause was set and came back unpaused")
+
+	// A restart of an agent that was paused keeps it paused.
+	as[1].stop(t)
+	as[1] = startAgent(t, as[1].cfg)
+	waitReady(t, as[1].cfg.Bind.APIAddr)
+	require.Eventually(t, func() bool { p, _ := paused(1); return p }, 10*time.Second, 50*time.Millisecond, "n2 restarted unpaused")
+
+	require.Equal(t, http.StatusOK, adminCall(t, "POST", api(1)+PathPause, "", PauseRequest{Paused: false}, &pr))
+	for i := range as {
+		p, _ := paused(i)
+		assert.False(t, p, "%s still paused after resume", as[i].cfg.Name)
+	}
 }

@@ -41,7 +41,7 @@ func blastRadius(s clusterspec.Spec) (int, error) {
 }
 
 // applyPolicy brings the running node in line with the spec's run-time
-// policy: the blast-radius cap, and the never-promote regions of every
+// policy: the blast-radius cap, the global pause, and the never-promote regions of every
 // partition this node is the write region of (one proposer per
 // partition; the others learn the new register value). A partition with
 // a proposal in flight is done at the next pass: the spec loop calls this
@@ -61,10 +61,12 @@ func (h *host) applyPolicy(ctx context.Context, c committed) {
 	var changed, pending int
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	pause := c.spec.Pause
 	err = h.drv.Do(ctx, func(now time.Duration, n *node.Node) error {
 		if err := n.SetBlastRadius(br); err != nil {
 			return err
 		}
+		n.SetGlobalPause(pause != "", pause)
 		var err error
 		changed, pending, err = n.ApplyNeverPromote(now, want, reason)
 		return err
@@ -77,4 +79,15 @@ func (h *host) applyPolicy(ctx context.Context, c committed) {
 		h.a.log.Info("applying the cluster spec's never-promote regions", "version", c.version, "never_promote", c.spec.NeverPromote,
 			"proposed", changed, "retry_later", pending)
 	}
+}
+
+// applyPause applies the spec's global pause alone (serveLocalPause: the
+// answer must not wait for never-promote proposals).
+func (h *host) applyPause(ctx context.Context, c committed) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return h.drv.Do(ctx, func(_ time.Duration, n *node.Node) error {
+		n.SetGlobalPause(c.spec.Pause != "", c.spec.Pause)
+		return nil
+	})
 }

@@ -68,6 +68,9 @@ func keys() []key {
 	}
 	return append(ks,
 		intKey("blast_radius", "failovers in flight into one region (0: the profile's default)", func(s *Spec) *int { return &s.BlastRadius }),
+		key{name: "pause", usage: "why automatic failover is suspended everywhere (empty: not paused)",
+			get: func(s *Spec) string { return s.Pause },
+			set: func(s *Spec, v string) error { s.Pause = v; return nil }},
 		key{name: "nodes", usage: "the members recorded at init (JSON)", fixed: derived,
 			get: func(s *Spec) string { return nodesText(s.canonical().Nodes) }},
 	)

@@ -37,6 +37,8 @@ const (
 	// MaxBlastRadius bounds BlastRadius: more than every partition means
 	// no cap.
 	MaxBlastRadius = MaxPartitions
+	// MaxPauseReasonLen bounds Pause, the reason a global pause gives.
+	MaxPauseReasonLen = 200
 
 	// MinMaxStaleness is the smallest staleness bound: below the data
 	// plane's replication heartbeat a follower could not stay within it
@@ -107,6 +109,13 @@ type Spec struct {
 	// BlastRadius caps failovers in flight into one target region
 	// (failover.Config.MaxConcurrentPerTarget); 0: the profile's default.
 	BlastRadius int `json:"blast_radius,omitempty"`
+	// Pause, when not empty, suspends automatic failover of every
+	// partition, cluster-wide, and says why (`fmnode pause` without a
+	// partition). It lives here, in the system register, so that it
+	// survives restarts and reaches agents that were down when it was
+	// set. Switchovers and drains still run: only the automatic
+	// decisions stop.
+	Pause string `json:"pause,omitempty"`
 	// Nodes are the members recorded at init, sorted by id. Placement
 	// derives from them alone, never from who is alive.
 	Nodes []Node `json:"nodes"`

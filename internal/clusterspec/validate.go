@@ -3,6 +3,8 @@ package clusterspec
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"unicode"
 )
 
 // Validate checks every field and the relations between them. The error
@@ -29,6 +31,7 @@ func (s Spec) Validate() error {
 	if s.BlastRadius < 0 || s.BlastRadius > MaxBlastRadius {
 		p.add("blast_radius", "must be in 0..%d (0: the profile's default), got %d", MaxBlastRadius, s.BlastRadius)
 	}
+	s.validatePause(&p)
 	n := len(p)
 	s.validateProfile(&p)
 	if len(p) == n && s.BlastRadius >= 0 {
@@ -174,5 +177,23 @@ func (s Spec) validateNodes(p *problems, regionsOK bool) {
 		if perRegion[r] == 0 {
 			p.add(fmt.Sprintf("regions[%d]", i), "%s has no node: its replicas would have nowhere to live", show(r))
 		}
+	}
+}
+
+// validatePause bounds the reason and keeps it one printable line: it is
+// shown in tables, logs and the status page.
+func (s Spec) validatePause(p *problems) {
+	if len(s.Pause) > MaxPauseReasonLen {
+		p.add("pause", "is %d bytes, more than %d", len(s.Pause), MaxPauseReasonLen)
+		return
+	}
+	for _, r := range s.Pause {
+		if !unicode.IsPrint(r) {
+			p.add("pause", "must be printable text on one line, got %q", r)
+			return
+		}
+	}
+	if s.Pause != "" && strings.TrimSpace(s.Pause) == "" {
+		p.add("pause", "must say why (not only spaces)")
 	}
 }

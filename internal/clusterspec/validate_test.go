@@ -44,6 +44,11 @@ func TestValidate(t *testing.T) {
 		{"never promote unknown", func(s *Spec) { s.NeverPromote = []string{"sa1"} }, []string{"never_promote[0]"}},
 		{"never promote twice", func(s *Spec) { s.NeverPromote = []string{"ap1", "ap1"} }, []string{"never_promote[1]"}},
 
+		{"pause", func(s *Spec) { s.Pause = "maintenance" }, nil},
+		{"pause at the bound", func(s *Spec) { s.Pause = strings.Repeat("p", MaxPauseReasonLen) }, nil},
+		{"pause too long", func(s *Spec) { s.Pause = strings.Repeat("p", MaxPauseReasonLen+1) }, []string{"pause"}},
+		{"pause control character", func(s *Spec) { s.Pause = "a\x00b" }, []string{"pause"}},
+
 		{"partitions 0", func(s *Spec) { s.Partitions = 0 }, []string{"partitions"}},
 		{"partitions max", func(s *Spec) { s.Partitions = MaxPartitions }, nil},
 		{"partitions max+1", func(s *Spec) { s.Partitions = MaxPartitions + 1 }, []string{"partitions"}},
