@@ -246,6 +246,12 @@ func runPartition(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(stdout)
+	switch {
+	case d.ReplicasFrom != "":
+		fmt.Fprintf(stdout, "replicas as the write region's node %s sees them:\n", d.ReplicasFrom)
+	case d.ReplicasNote != "":
+		fmt.Fprintf(stdout, "replicas (%s):\n", d.ReplicasNote)
+	}
 	printReplicas(o, d.Replicas)
 	return 0
 }

@@ -439,8 +439,78 @@ func (a *Agent) servePartition(w http.ResponseWriter, r *http.Request) {
 		if a.writeDoError(w, h, id, err) {
 			return
 		}
-		writeJSON(w, http.StatusOK, d)
+		writeJSON(w, http.StatusOK, a.withWriteRegionLag(r, h, d))
 	})
+}
+
+// withWriteRegionLag returns d with the replicas as the write region's
+// node sees them when this node is not it: only the write region hears
+// every replica's progress, so elsewhere most lags are unknown. The
+// request goes once (the hop counter), and if the write region's node
+// does not answer (it may be the failed one) d is returned as it is, with
+// a note saying why the lags are missing.
+func (a *Agent) withWriteRegionLag(r *http.Request, h *host, d PartitionDetail) PartitionDetail {
+	if d.WriteRegion == a.cfg.Region || r.Header.Get(headerAdminHops) != "" || allReported(d.Replicas) {
+		return d
+	}
+	id := node.NodeID(0)
+	if n, ok := h.nodeOfRegion(partition.ID(d.ID), d.WriteRegion); ok {
+		id = n
+	}
+	addr := h.apiAddr(id)
+	if addr == "" {
+		d.ReplicasNote = fmt.Sprintf("lag is known at the write region's node; %s has no address for node %d", a.cfg.Name, id)
+		return d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), fanOutTimeout)
+	defer cancel()
+	var wr PartitionDetail
+	if err := a.adminGet(ctx, r, addr, PathPartition+"?id="+strconv.FormatUint(uint64(d.ID), 10), &wr); err != nil {
+		d.ReplicasNote = fmt.Sprintf("lag is known at the write region's node (node %d), which did not answer: %v", id, err)
+		return d
+	}
+	if wr.Epoch < d.Epoch || wr.WriteRegion != d.WriteRegion {
+		d.ReplicasNote = fmt.Sprintf("the write region's node answered for epoch %d (%s), older than this node's view", wr.Epoch, wr.WriteRegion)
+		return d
+	}
+	d.Replicas, d.ReplicasFrom = wr.Replicas, wr.Answered
+	return d
+}
+
+func allReported(rs []ReplicaView) bool {
+	for _, r := range rs {
+		if !r.Reported {
+			return false
+		}
+	}
+	return true
+}
+
+// adminGet is one admin GET to another agent, passing the caller's bearer
+// token and counting the hop, decoded into out.
+func (a *Agent) adminGet(ctx context.Context, r *http.Request, addr, pathQuery string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.apiScheme()+"://"+addr+pathQuery, nil)
+	if err != nil {
+		return err
+	}
+	hops, _ := strconv.Atoi(r.Header.Get(headerAdminHops))
+	req.Header.Set(headerAdminHops, strconv.Itoa(hops+1))
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := a.adminClient().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	return json.Unmarshal(body, out)
 }
 
 // explainOf is the explanation of partition id on this node (in the loop).

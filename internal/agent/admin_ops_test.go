@@ -140,6 +140,17 @@ func TestAdminOperations(t *testing.T) {
 		for _, r := range d.Replicas {
 			require.NotNil(t, r.Lag, "the write region's node knows every follower's position: %+v", r)
 		}
+		assert.Empty(t, d.ReplicasFrom, "n1 is the write region's node: its own view")
+		// Asked elsewhere, the replicas are the write region's node's view
+		// (the followers do not hear each other's progress).
+		for _, i := range []int{1, 2} {
+			d := show(i, "1")
+			assert.Equal(t, "n1", d.ReplicasFrom, as[i].cfg.Name)
+			assert.Empty(t, d.ReplicasNote)
+			for _, r := range d.Replicas {
+				assert.NotNil(t, r.Lag, "asked %s: %+v", as[i].cfg.Name, r)
+			}
+		}
 
 		var ex ExplainResponse
 		require.Equal(t, http.StatusOK, adminCall(t, "GET", api(1)+PathExplain+"?id=1", tok, nil, &ex))

@@ -181,6 +181,11 @@ type PartitionDetail struct {
 	PauseReason   string        `json:"pause_reason,omitempty"`
 	Table         []EpochView   `json:"progress_table"`
 	Replicas      []ReplicaView `json:"replicas"`
+	// ReplicasFrom names the write region's node when the replicas are
+	// its view (only it hears every replica's progress); ReplicasNote
+	// says why the lags are missing when it could not be asked.
+	ReplicasFrom string `json:"replicas_from,omitempty"`
+	ReplicasNote string `json:"replicas_note,omitempty"`
 }
 
 // CandidateView is one ranked candidate for the write region.
