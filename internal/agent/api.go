@@ -84,12 +84,19 @@ func (a *Agent) requireClientCert(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != PathHealthz && r.URL.Path != PathReadyz && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+		if !a.openPath(r.URL.Path) && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "agent: a client certificate signed by the cluster CA is required")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// openPath reports whether path is served without a client certificate:
+// the probes (a kubelet presents none) and, when the config says so, the
+// metrics.
+func (a *Agent) openPath(path string) bool {
+	return path == PathHealthz || path == PathReadyz || path == PathMetrics && a.cfg.Admin.MetricsWithoutClientCert
 }
 
 // stopAPI stops accepting and waits for the requests in flight (their

@@ -129,6 +129,12 @@ type Admin struct {
 	// certificate TLS requires. The file must exist and not be empty at
 	// start; it is read again on SIGHUP.
 	TokenFile string `yaml:"token_file"`
+	// MetricsWithoutClientCert lets a scraper read /metrics over TLS
+	// without a client certificate (Prometheus can present one, through
+	// its scrape config's tls_config, but not every setup gives it one).
+	// The metrics carry counts, states and partition ids, no data; every
+	// other path still needs the certificate.
+	MetricsWithoutClientCert bool `yaml:"metrics_without_client_cert"`
 }
 
 // Log configures logging.
@@ -238,6 +244,7 @@ func fields() []field {
 		{"tls.ca_file", "PEM certificate of the cluster CA", func(c *Config) any { return &c.TLS.CAFile }},
 		{"insecure", "run without TLS and gossip encryption", func(c *Config) any { return &c.Insecure }},
 		{"admin.token_file", "file holding the bearer token admin calls must present (empty: none)", func(c *Config) any { return &c.Admin.TokenFile }},
+		{"admin.metrics_without_client_cert", "serve /metrics over TLS to scrapers without a client certificate", func(c *Config) any { return &c.Admin.MetricsWithoutClientCert }},
 		{"log.level", "log level (debug|info|warn|error)", func(c *Config) any { return &c.Log.Level }},
 		{"log.format", "log format (text|json)", func(c *Config) any { return &c.Log.Format }},
 		{"dns.zone", "DNS zone served", func(c *Config) any { return &c.DNS.Zone }},
