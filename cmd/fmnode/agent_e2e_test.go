@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -166,6 +167,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	out, code = cli("status", "-o", "json")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, `"east"`)
+	checkTables(t, cli, c.nodes, parts)
 	out, code = cli("explain", "2")
 	require.Equal(t, 0, code, out)
 	out, code = cli("switchover", "2", "--to", "mars")
@@ -177,7 +179,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		"partition 2 never moved to north")
 	out, code = cli("history", "2")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "e2e", "the switchover's reason is in the history")
+	checkHistory(t, out)
 	out, code = cli("pause", "--reason", "e2e")
 	require.Equal(t, 0, code, out)
 	out, code = cli("resume")
@@ -541,4 +543,84 @@ func syncMapString(m *sync.Map) string {
 		return true
 	})
 	return b.String()
+}
+
+// checkTables reads the CLI's tables (the default output) from the real
+// agents and checks what they say, row by row: the fake agent of
+// ops_test.go pins the layout, this pins that the real answers fill it.
+// Every partition is in its preferred region (east) at epoch 1 here.
+func checkTables(t *testing.T, cli func(...string) (string, int), nodes []*e2eNode, parts int) {
+	t.Helper()
+	out, code := cli("status")
+	require.Equal(t, 0, code, out)
+	row := func(out, first string) []string {
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == first {
+				return f
+			}
+		}
+		t.Fatalf("no row starting with %q in:\n%s", first, out)
+		return nil
+	}
+	east := row(out, "east")
+	require.Equal(t, []string{"east", "true", "false"}, east[:3], "the preferred region's row")
+	assert.Equal(t, strconv.Itoa(parts), east[4], "east is write region of every partition:\n%s", out)
+	for _, n := range nodes {
+		r := row(out, n.name)
+		assert.Equal(t, []string{n.name, strconv.Itoa(n.id), n.region, "alive"}, r[:4], "status row of %s:\n%s", n.name, out)
+		assert.Equal(t, "yes", r[len(r)-1], "%s reached", n.name)
+		assert.Contains(t, strings.Join(r, " "), "valid until", "%s holds its lease", n.name)
+	}
+	assert.Contains(t, out, "no switchover or failover in progress")
+
+	out, code = cli("members")
+	require.Equal(t, 0, code, out)
+	for _, n := range nodes {
+		r := row(out, strconv.Itoa(n.id))
+		assert.Equal(t, []string{strconv.Itoa(n.id), n.name, n.region}, r[:3], "members row:\n%s", out)
+		assert.Contains(t, r, "alive")
+		assert.Equal(t, "true", r[len(r)-1], "%s is in the spec", n.name)
+	}
+
+	out, code = cli("partition", "show", "3")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "partition 3 (answered by")
+	assert.Contains(t, out, "epoch 1, write region east, phase steady")
+	r := row(out, "1") // the progress table: epoch 1, east, from LSN 0, open
+	assert.Equal(t, []string{"1", "east"}, r[:2], "progress table:\n%s", out)
+	assert.Equal(t, "open", r[len(r)-1])
+	for _, n := range nodes {
+		r := row(out, n.region)
+		assert.Equal(t, "true", r[2], "%s live:\n%s", n.region, out)
+		assert.Equal(t, "1", r[3], "%s at epoch 1", n.region)
+		_, err := strconv.ParseUint(r[5], 10, 64)
+		assert.NoError(t, err, "the lag of %s is a number wherever it is asked:\n%s", n.region, out)
+	}
+}
+
+// checkHistory checks the history table of a partition switched over from
+// east to north with reason "e2e": its rows name both steps, the regions,
+// who proposed each and why.
+func checkHistory(t *testing.T, out string) {
+	t.Helper()
+	var kinds []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 || f[0] != "2" {
+			continue
+		}
+		kinds = append(kinds, f[3])
+		assert.Equal(t, "east", f[4], "from:\n%s", out)
+		assert.Equal(t, "north", f[5], "to:\n%s", out)
+		switch f[3] {
+		case "start-switchover": // proposed by the write region's node, with the operator's reason
+			assert.Equal(t, "east", f[6], "who:\n%s", out)
+			assert.Contains(t, l, "operator: e2e", "why:\n%s", out)
+		case "complete-switchover": // by the target, once it holds every LSN
+			assert.Equal(t, "north", f[6], "who:\n%s", out)
+			assert.Contains(t, l, "target holds every LSN", "why:\n%s", out)
+		}
+	}
+	assert.Contains(t, kinds, "start-switchover", out)
+	assert.Contains(t, kinds, "complete-switchover", out)
 }
