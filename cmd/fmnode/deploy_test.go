@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -161,4 +163,75 @@ func podValue(field string) string {
 		return "AAAAAAAAAAAAAAAAAAAAAA=="
 	}
 	return "x"
+}
+
+// TestDockerfile: no image registry is reachable from CI, so the image
+// itself cannot be built here; what can go wrong in it is checked
+// instead. The build stage's own `go build` line, run as written, gives a
+// static binary (no ELF interpreter: it must run on any base) that
+// starts; the final stage exposes every port the Kubernetes manifests
+// name and runs as a non-root user.
+func TestDockerfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	require.NoError(t, err)
+	df := string(b)
+	m := regexp.MustCompile(`(?m)^RUN (CGO_ENABLED=0) go build (.*) -o /out/fmnode (\./cmd/fmnode)$`).FindStringSubmatch(df)
+	require.NotNil(t, m, "the Dockerfile's build line is not `RUN CGO_ENABLED=0 go build ... -o /out/fmnode ./cmd/fmnode`")
+	bin := filepath.Join(t.TempDir(), "fmnode")
+	args := append([]string{"build"}, splitShellWords(t, m[2])...)
+	cmd := exec.Command("go", append(args, "-o", bin, m[3])...)
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), m[1])
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	f, err := elf.Open(bin)
+	require.NoError(t, err)
+	for _, p := range f.Progs {
+		require.NotEqual(t, elf.PT_INTERP, p.Type, "the binary is dynamically linked: it needs a libc the base image may not have")
+	}
+	require.NoError(t, f.Close())
+	out, err = exec.Command(bin, "version").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "CGO_ENABLED 0")
+
+	exposed := map[string]bool{}
+	for _, l := range regexp.MustCompile(`(?m)^EXPOSE (.*)$`).FindAllStringSubmatch(df, -1) {
+		for _, p := range strings.Fields(l[1]) {
+			if !strings.Contains(p, "/") {
+				p += "/tcp"
+			}
+			exposed[strings.ToLower(p)] = true
+		}
+	}
+	k8s, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy", "kubernetes", "fmnode.yaml"))
+	require.NoError(t, err)
+	ports := regexp.MustCompile(`containerPort: (\d+)(?:, protocol: (\w+))?`).FindAllStringSubmatch(string(k8s), -1)
+	require.NotEmpty(t, ports)
+	for _, p := range ports {
+		proto := "tcp"
+		if p[2] != "" {
+			proto = strings.ToLower(p[2])
+		}
+		require.True(t, exposed[p[1]+"/"+proto], "the manifests use port %s/%s, which the Dockerfile does not EXPOSE", p[1], proto)
+	}
+	require.Regexp(t, `(?m)^USER [a-z]`, df, "the agent must not run as root")
+}
+
+// splitShellWords splits the Dockerfile's arguments as sh would for the
+// simple quoting it uses (double quotes, no escapes).
+func splitShellWords(t *testing.T, s string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`"([^"]*)"|(\S+)`).FindAllStringSubmatch(s, -1) {
+		if m[2] != "" {
+			out = append(out, m[2])
+		} else {
+			out = append(out, m[1])
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
 }

@@ -73,6 +73,7 @@ func commands() map[string]command {
 		"drain":      {summary: "move every partition out of a region: fmnode drain --region R [--stop]", run: runDrain},
 		"pause":      {summary: "pause automatic failover: fmnode pause [P] --reason TEXT", run: runPause},
 		"resume":     {summary: "resume automatic failover: fmnode resume [P]", run: runResume},
+		"version":    {summary: "the binary's version, Go version and commit", run: runVersion},
 	}
 }
 
