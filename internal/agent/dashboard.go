@@ -262,7 +262,7 @@ func (a *Agent) dashboard(r *http.Request, h *host) (Dashboard, error) {
 		reported[ans.node.ID] = &ld
 	}
 	d := Dashboard{Answered: h.self.Name, Cluster: h.spec.Cluster, At: time.Now().UTC(), Partitions: h.spec.Partitions,
-		Transitions: []PartitionTransition{}, InProgress: []DashOp{}}
+		Transitions: []PartitionTransition{}, InProgress: []DashOp{}, Nodes: []ClusterNode{}}
 	if c := a.spec.Load(); c != nil {
 		d.SpecVersion = c.version
 	}

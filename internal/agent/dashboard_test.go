@@ -261,3 +261,107 @@ func TestDashboardSizeIsBounded(t *testing.T) {
 		assert.Less(t, len(b), 160<<10, "%T", v)
 	}
 }
+
+// BenchmarkDashboardAggregate is the answering agent's work per
+// dashboard at 4300 partitions on three agents (every agent hosts every
+// partition): decode the two other agents' parts, merge the three, list
+// what is in progress and the newest transitions, encode the answer.
+//
+//	go test -run '^$' -bench DashboardAggregate -benchmem ./internal/agent/
+func BenchmarkDashboardAggregate(b *testing.B) {
+	const parts = 4300
+	regions := []string{"east", "north", "west"}
+	var raws [][]byte
+	var self DashboardLocal
+	for a := range 3 {
+		ld := DashboardLocal{Name: fmt.Sprintf("n%d", a+1), Regions: regions}
+		for i := range parts {
+			ld.IDs = append(ld.IDs, uint32(i+1))
+			ld.Versions, ld.Epochs = append(ld.Versions, uint64(100+i%7+a)), append(ld.Epochs, uint64(3+i%5))
+			ld.Write, ld.Flags = append(ld.Write, i%3), append(ld.Flags, 0)
+		}
+		for i := range maxDashTransitions {
+			ld.Transitions = append(ld.Transitions, PartitionTransition{Partition: uint32(i*97%parts + 1),
+				TransitionView: TransitionView{Epoch: 3, At: time.Unix(int64(1000+i), 0), Kind: "failover", From: "east", To: "north", Who: "north", Why: strings.Repeat("r", 120)}})
+		}
+		if a == 0 {
+			self = ld
+			continue
+		}
+		raw, err := json.Marshal(ld)
+		require.NoError(b, err)
+		raws = append(raws, raw)
+	}
+	idx := map[string]int{"east": 0, "north": 1, "west": 2}
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		reported := map[uint16]*DashboardLocal{1: &self}
+		for i, raw := range raws {
+			var ld DashboardLocal
+			if err := json.Unmarshal(raw, &ld); err != nil {
+				b.Fatal(err)
+			}
+			reported[uint16(i+2)] = &ld
+		}
+		d := Dashboard{Partitions: parts, Transitions: []PartitionTransition{}, InProgress: []DashOp{}}
+		for _, r := range regions {
+			d.Regions = append(d.Regions, DashRegion{Name: r})
+		}
+		d.mergePartitions(reported, idx)
+		d.collectInProgress(nil, reported)
+		d.mergeTransitions(reported)
+		out, err := json.Marshal(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(out)
+	}
+	b.ReportMetric(float64(size), "answer-bytes")
+	b.ReportMetric(float64(len(raws[0])), "part-bytes")
+}
+
+// FuzzDashboardMerge: another agent's part is outside bytes; whatever
+// they hold, merging never panics, every partition's region index names
+// a region or is -1, and the regions' counts add up.
+func FuzzDashboardMerge(f *testing.F) {
+	f.Add([]byte(`{"regions":["east","north"],"ids":[1,2],"versions":[3,4],"epochs":[1,2],"write":[0,1],"flags":[1,8],
+		"switchovers":[{"id":1,"target":"north","version":3}],"transitions":[{"partition":2,"epoch":2,"at":"2026-01-01T00:00:00Z","kind":"failover"}]}`))
+	f.Add([]byte(`{"regions":["mars"],"ids":[0,4294967295,3],"versions":[1,1,1],"epochs":[1,1,1],"write":[-7,0,99],"flags":[-1,0,255]}`))
+	f.Add([]byte(`{"ids":[1],"versions":[],"write":[0]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var ld DashboardLocal
+		if json.Unmarshal(raw, &ld) != nil {
+			return
+		}
+		self := DashboardLocal{Regions: []string{"east", "north", "west"}, IDs: []uint32{1, 2, 3}, Versions: []uint64{2, 2, 2},
+			Epochs: []uint64{1, 1, 1}, Write: []int{0, 1, 2}, Flags: []int{0, 0, 0}}
+		d := Dashboard{Partitions: 3, Transitions: []PartitionTransition{}, InProgress: []DashOp{}}
+		for _, r := range self.Regions {
+			d.Regions = append(d.Regions, DashRegion{Name: r})
+		}
+		reported := map[uint16]*DashboardLocal{1: &self, 2: &ld}
+		d.mergePartitions(reported, map[string]int{"east": 0, "north": 1, "west": 2})
+		d.mergeTransitions(reported)
+		d.collectInProgress(nil, reported)
+		total := 0
+		for _, r := range d.Regions {
+			total += r.Writes
+		}
+		known := 0
+		for p, w := range d.Write {
+			if w < -1 || w >= len(d.Regions) {
+				t.Fatalf("partition %d: region index %d of %d", p+1, w, len(d.Regions))
+			}
+			if w >= 0 {
+				known++
+			}
+		}
+		if total != known {
+			t.Fatalf("regions count %d writes, %d partitions have a region", total, known)
+		}
+		if len(d.Transitions) > maxDashTransitions || len(d.InProgress) > maxDashInProgress {
+			t.Fatalf("lists over their bounds: %d transitions, %d in progress", len(d.Transitions), len(d.InProgress))
+		}
+	})
+}
