@@ -2,6 +2,7 @@ package browsertest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -10,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,6 +74,7 @@ type Browser struct {
 	t    testing.TB
 	proc *proctest.Proc
 	in   *os.File // the browser's descriptor 3: our commands
+	dir  string   // its profile and HOME
 
 	mu      sync.Mutex
 	nextID  int64
@@ -131,6 +135,8 @@ func Start(t testing.TB, opts Options) *Browser {
 		"--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication",
 		"--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
 		"--hide-scrollbars", "--mute-audio",
+		// No crash reports (the handler still starts; see sweep).
+		"--disable-breakpad", "--disable-crash-reporter",
 		fmt.Sprintf("--window-size=%d,%d", opts.Width, opts.Height),
 		"about:blank",
 	}
@@ -140,13 +146,17 @@ func Start(t testing.TB, opts Options) *Browser {
 			env = append(env, kv)
 		}
 	}
+	// Registered before proctest's cleanup, so run after it: what left
+	// the process group (Chromium's crash handler starts itself in a
+	// group of its own) is found by the profile directory it names.
+	t.Cleanup(func() { sweep(t, dir) })
 	proc := proctest.Start(t, proctest.ProcSpec{Name: "chromium", Path: opts.Path, Args: args, Env: env,
 		ExtraFiles: []*os.File{cmdR, outW}, Timeout: opts.Timeout})
 	// The child has its copies: ours would keep its output open after
 	// it dies.
 	cmdR.Close()
 	outW.Close()
-	b := &Browser{t: t, proc: proc, in: cmdW, pending: map[int64]chan reply{}, pages: map[string]*Page{}, done: make(chan struct{})}
+	b := &Browser{t: t, proc: proc, in: cmdW, dir: dir, pending: map[int64]chan reply{}, pages: map[string]*Page{}, done: make(chan struct{})}
 	go b.read(outR)
 	t.Cleanup(func() {
 		b.in.Close() // the browser exits on EOF; proctest kills what is left
@@ -435,3 +445,46 @@ func (p *Page) Screenshot(ctx context.Context) ([]byte, error) {
 
 // Tail is the end of the browser's own output (for a failure message).
 func (b *Browser) Tail() string { return b.proc.Tail() }
+
+// sweep SIGKILLs every process whose command line names dir (this
+// browser's temporary profile and HOME, unique to the test) and waits,
+// bounded, until none is left; the test fails if one stays.
+func sweep(t testing.TB, dir string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := processesNaming(dir)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("browsertest: processes naming %s still running after SIGKILL: %v", dir, left)
+			return
+		}
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// processesNaming lists the live (not zombie) processes whose command
+// line contains s.
+func processesNaming(s string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(cmd) == 0 || !bytes.Contains(cmd, []byte(s)) {
+			continue // a zombie's command line is empty
+		}
+		out = append(out, pid)
+	}
+	return out
+}

@@ -57,3 +57,21 @@ setTimeout(() => { throw new Error('late boom'); }, 10);
 	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")), "a PNG")
 	assert.Greater(t, len(png), 1000)
 }
+
+// TestNothingOutlivesTheBrowser: once the test that started it ends, no
+// process of the browser is left, the crash handler (in a process group
+// of its own) included.
+func TestNothingOutlivesTheBrowser(t *testing.T) {
+	bin := Require(t)
+	var dir string
+	t.Run("browser", func(t *testing.T) {
+		b := Start(t, Options{Path: bin})
+		dir = b.dir
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		pg := b.NewPage(ctx)
+		require.NoError(t, pg.Eval(ctx, "1", nil))
+		require.NotEmpty(t, processesNaming(dir), "the browser runs")
+	})
+	assert.Empty(t, processesNaming(dir), "processes left after the test")
+}

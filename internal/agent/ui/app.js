@@ -46,9 +46,11 @@
     return isNaN(t) ? iso : t.toLocaleTimeString([], { hour12: false }) + '.' + String(t.getMilliseconds()).padStart(3, '0');
   }
 
-  function age(iso) {
+  // age is how long before the answer's instant (the agent's clock, not
+  // the browser's: they may differ) iso was.
+  function age(iso, nowIso) {
     if (!iso) return '';
-    const s = (Date.now() - new Date(iso).getTime()) / 1000;
+    const s = (new Date(nowIso).getTime() - new Date(iso).getTime()) / 1000;
     return isNaN(s) ? '' : (s < 0 ? 'in ' + (-s).toFixed(1) : s.toFixed(1) + ' s ago');
   }
 
@@ -132,7 +134,8 @@
         const st = nodeState(n);
         let lease = '';
         if (n.lease) {
-          const left = (new Date(n.lease.until).getTime() - Date.now()) / 1000;
+          // Against the answer's instant: the agents' clocks, not the browser's.
+          const left = (new Date(n.lease.until).getTime() - new Date(d.at).getTime()) / 1000;
           lease = n.lease.valid ? 'valid (' + Math.max(0, left).toFixed(1) + ' s left)' : 'expired';
         }
         const tr = row(n.name, el('span', { class: st.cls, text: st.text }),
@@ -209,7 +212,7 @@
   function renderProgress(d) {
     $('pgcount').textContent = d.in_progress_total ? '(' + d.in_progress_total + (d.in_progress_total > d.in_progress.length ? ', first ' + d.in_progress.length + ' shown' : '') + ')' : '';
     fill($('progress').tBodies[0], d.in_progress.map((op) => {
-      const tr = row(op.partition, op.kind, op.from, op.to || '', op.since ? age(op.since) : '', op.why);
+      const tr = row(op.partition, op.kind, op.from, op.to || '', op.since ? age(op.since, d.at) : '', op.why);
       tr.dataset.p = String(op.partition);
       return tr;
     }), 'none', 6);
