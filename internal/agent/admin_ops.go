@@ -67,6 +67,8 @@ func (a *Agent) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc(PathSwitchover, a.authed(a.serveSwitchover))
 	mux.HandleFunc(PathDrain, a.authed(a.serveDrain))
 	mux.HandleFunc(PathPause, a.authed(a.servePause))
+	mux.HandleFunc(PathDashboard, a.authed(a.serveDashboard))
+	mux.Handle(PathUI, uiHandler())
 }
 
 // readyHost is the host, or nil after answering 503 with the reason.

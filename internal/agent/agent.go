@@ -75,6 +75,8 @@ type Agent struct {
 	metrics *metrics
 	// admin is the admin API's token and client (admin_auth.go).
 	admin adminState
+	// dash is the status page's last aggregated dashboard (dashboard.go).
+	dash dashCache
 }
 
 // New checks cfg (already validated by agentcfg.Load) against what the

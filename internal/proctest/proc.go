@@ -62,6 +62,9 @@ type ProcSpec struct {
 	// TailBytes is how much output Tail keeps; zero means
 	// DefaultTailBytes, at most MaxTailBytes.
 	TailBytes int
+	// ExtraFiles are given to the child as descriptors 3, 4, ... (as
+	// exec.Cmd.ExtraFiles); the caller closes its copies after Start.
+	ExtraFiles []*os.File
 	// Timeout is the child's longest life, after which the watchdog
 	// SIGKILLs its group and the test fails; zero means DefaultTimeout.
 	// It is cut to end shortly before the test's deadline.
@@ -126,7 +129,7 @@ func Start(t testing.TB, spec ProcSpec) *Proc {
 	p.lifetime = lifetime(t, spec.Timeout)
 
 	cmd := exec.Command(spec.Path, spec.Args...)
-	cmd.Env, cmd.Dir = spec.Env, spec.Dir
+	cmd.Env, cmd.Dir, cmd.ExtraFiles = spec.Env, spec.Dir, spec.ExtraFiles
 	// One pipe for both, so the log keeps their interleaving; an *os.File
 	// is handed to the child as is, with no copying goroutine of exec's.
 	cmd.Stdout, cmd.Stderr = pw, pw
