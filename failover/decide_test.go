@@ -490,3 +490,15 @@ func TestDecideSummaryNamesWhyALiveCandidateWasRejected(t *testing.T) {
 	assert.Contains(t, d.Suppressed, "no candidate qualifies")
 	assert.Contains(t, d.Suppressed, "north: live, epoch 1, LSN 40, lag 0, but rejected:")
 }
+
+// TestExplainTimesAreRelative: the node's clock counts from the driver's
+// zero (the Unix epoch in the agent), so Explain renders instants relative
+// to now; absolute readings came out as "498937h50m42s".
+func TestExplainTimesAreRelative(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	s.History = append(s.History, Transition{Epoch: 2, At: 90 * time.Second, Kind: DecideFailover, From: "east", To: "north", Proposer: "north", Reason: "lease lapsed"})
+	out := Explain(cfg, s, healthy(100*time.Second, "east", nil))
+	assert.Contains(t, out, "epoch 2 10s ago: failover east->north by north: lease lapsed")
+	assert.NotContains(t, out, "1m30s")
+}

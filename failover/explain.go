@@ -16,7 +16,7 @@ func Explain(cfg Config, s State, ev Evidence) string {
 	fmt.Fprintf(&b, "partition %s: epoch %d, write region %s, phase %v, consistency %v\n",
 		s.Partition, s.Epoch, s.WriteRegion, s.Phase, s.Consistency)
 	if s.Phase == PhaseSwitchover {
-		fmt.Fprintf(&b, "  switchover to %s since %v", s.Target, s.PhaseSince)
+		fmt.Fprintf(&b, "  switchover to %s since %s", s.Target, ago(ev.Now, s.PhaseSince))
 		if s.FenceRecorded {
 			fmt.Fprintf(&b, ", fenced at LSN %d", s.SwitchoverLSN)
 		}
@@ -88,13 +88,23 @@ func Explain(cfg Config, s State, ev Evidence) string {
 		fmt.Fprintf(&b, "  BLOCKED by policy: %s\n", d.Suppressed)
 	}
 	if d.RetryAt > ev.Now {
-		fmt.Fprintf(&b, "  re-evaluated at %v\n", d.RetryAt)
+		fmt.Fprintf(&b, "  re-evaluated in %v\n", d.RetryAt-ev.Now)
 	}
 	if n := len(s.History); n > 0 {
 		b.WriteString("  history (newest last):\n")
 		for _, t := range s.History {
-			fmt.Fprintf(&b, "    epoch %d at %v: %v %s->%s by %s: %s\n", t.Epoch, t.At, t.Kind, t.From, t.To, t.Proposer, t.Reason)
+			fmt.Fprintf(&b, "    epoch %d %s: %v %s->%s by %s: %s\n", t.Epoch, ago(ev.Now, t.At), t.Kind, t.From, t.To, t.Proposer, t.Reason)
 		}
 	}
 	return b.String()
+}
+
+// ago renders an instant of the node's clock relative to now: the clock's
+// zero is the driver's (the Unix epoch in the agent, the run's start in
+// the simulator), so an absolute reading means nothing to an operator.
+func ago(now, t time.Duration) string {
+	if t > now {
+		return fmt.Sprintf("in %v", t-now)
+	}
+	return fmt.Sprintf("%v ago", now-t)
 }

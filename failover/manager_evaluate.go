@@ -268,7 +268,7 @@ func (m *Manager) reassert(now time.Duration, p *partition) {
 	}
 	next := p.state.Clone()
 	m.propose(p, Decision{Kind: DecideReassert, Target: p.myRegion, Next: &next,
-		Reasons: []string{fmt.Sprintf("lease run %d began at %v: revalidate epoch %d before serving", gen, m.live.LeaseSince(), p.state.Epoch)}}, false)
+		Reasons: []string{fmt.Sprintf("lease run %d began %v ago: revalidate epoch %d before serving", gen, now-m.live.LeaseSince(), p.state.Epoch)}}, false)
 }
 
 // reassertDue reports whether reassert would propose (or queue) p.
