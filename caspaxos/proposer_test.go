@@ -3,6 +3,7 @@ package caspaxos
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,6 +225,10 @@ func TestProposerConfigValidation(t *testing.T) {
 		"TurnIndex":     func(c *ProposerConfig) { c.Turns, c.TurnIndex = 3, 3 },
 		"TurnLength":    func(c *ProposerConfig) { c.Turns, c.TurnLength = 3, 0 },
 		"TurnMemory":    func(c *ProposerConfig) { c.Turns, c.TurnMemory = 3, 0 },
+		"PaceMemory":    func(c *ProposerConfig) { c.PaceMemory = -1 },
+		"PaceGapMin":    func(c *ProposerConfig) { c.PaceGapMin = 0 },
+		"PaceGapMin ":   func(c *ProposerConfig) { c.PaceGapMin = c.BackoffMax + 1 },
+		"MaxPacedKeys":  func(c *ProposerConfig) { c.MaxPacedKeys = 0 },
 	}
 	for field, mutate := range cases {
 		t.Run(field, func(t *testing.T) {
@@ -231,7 +236,7 @@ func TestProposerConfigValidation(t *testing.T) {
 			mutate(&cfg)
 			err := cfg.Validate()
 			require.ErrorIs(t, err, ErrInvalidConfig)
-			assert.Contains(t, err.Error(), field)
+			assert.Contains(t, err.Error(), strings.TrimSpace(field))
 		})
 	}
 	_, err := NewProposer(good, nil)
