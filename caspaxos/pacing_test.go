@@ -127,6 +127,7 @@ func TestProposerPacesFirstAttemptBehindItsRival(t *testing.T) {
 		{"exponential backoff does not pace", func(c *ProposerConfig) { c.Backoff = BackoffExponential }, 10050 * ms, 50 * time.Second, 0, false},
 		{"turns replace pacing", func(c *ProposerConfig) { c.Turns, c.TurnIndex = 2, 0; c.TurnLength = time.Second }, 10050 * ms, 50 * time.Second, 0, false},
 		{"a larger floor", func(c *ProposerConfig) { c.PaceGapMin = 400 * ms }, 10050 * ms, 50 * time.Second, 450 * ms, false},
+		{"capped by BackoffMax", func(c *ProposerConfig) { c.BackoffMax = 120 * ms }, 10050 * ms, 50 * time.Second, 120 * ms, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

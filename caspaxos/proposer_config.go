@@ -71,6 +71,7 @@ type ProposerConfig struct {
 	// PaceGapMin is the least gap between a rival's start and this
 	// proposer's paced first attempt; set it at or above the slowest
 	// proposer's round (prepare + accept), which this one cannot observe.
+	// The gap, like every wait, is capped by BackoffMax.
 	PaceGapMin time.Duration
 	// MaxPacedKeys bounds the keys with a remembered pace.
 	MaxPacedKeys int
@@ -180,8 +181,6 @@ func (c ProposerConfig) Validate() error {
 		return configErr("PaceMemory", "must not be negative, got %v", c.PaceMemory)
 	case c.pacing() && c.PaceGapMin <= 0:
 		return configErr("PaceGapMin", "must be positive with pacing on, got %v", c.PaceGapMin)
-	case c.pacing() && c.PaceGapMin > c.BackoffMax:
-		return configErr("PaceGapMin", "%v is above BackoffMax %v", c.PaceGapMin, c.BackoffMax)
 	case c.pacing() && c.MaxPacedKeys < 1:
 		return configErr("MaxPacedKeys", "must be at least 1 with pacing on, got %d", c.MaxPacedKeys)
 	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValueBytes:
