@@ -14,6 +14,8 @@ const (
 	// (EMA + sigma) * U(0, 2^(attempt-1)), where EMA tracks the phase-2
 	// duration D = T(phase 2b end) - T(phase 2a start) and sigma its deviation.
 	// It scales with the real round trip instead of a guessed constant.
+	// Unlike the paper, it also paces first attempts on keys where rivals
+	// reacted to the same event (pacing.go, ProposerConfig.PaceMemory).
 	BackoffAdaptive BackoffKind = iota
 	// BackoffExponential is base * U(0, 2^(attempt-1)) with a fixed base
 	// (100 ms by default), kept for comparison.
@@ -68,6 +70,31 @@ type Backoff struct {
 // NewBackoff returns a backoff; alpha is the EMA weight of a new sample.
 func NewBackoff(kind BackoffKind, base, max time.Duration, alpha float64) Backoff {
 	return Backoff{kind: kind, base: base, max: max, alpha: alpha}
+}
+
+// PaceGap returns how long after a rival's round started this proposer's
+// first attempt should start so that it does not cut that round off: the
+// rival's accept must reach its acceptors before this prepare does, which
+// takes about one round trip, the phase-2 estimate EMA + sigma; and at
+// least min, because the rival may be slower than this proposer and its
+// rounds are not observed. Before any sample the base stands in for the
+// EMA, as in Delay. Only the adaptive kind paces; the others return zero.
+func (b *Backoff) PaceGap(min time.Duration) time.Duration {
+	if b.kind != BackoffAdaptive {
+		return 0
+	}
+	unit := float64(b.base)
+	if b.samples > 0 {
+		unit = b.ema + b.dev
+	}
+	g := time.Duration(2 * unit)
+	if g < min {
+		g = min
+	}
+	if g > b.max {
+		g = b.max
+	}
+	return g
 }
 
 // Observe records one phase-2 duration.

@@ -34,8 +34,13 @@
 // follows the real round trip of the deployment. A plain exponential backoff
 // and none are selectable for comparison. Backoff acts only after a NAK; a
 // first-round collision of two proposers within one round trip is avoided
-// only by coordination: with Turns on, proposers that see each other on a
-// key start proposals only in their own turn of a clock-based cycle.
+// only by coordination. The adaptive backoff paces first attempts (not in
+// the paper; pacing.go): a proposer whose last proposals on a key saw a
+// rival round start after them waits, before its next first attempt, until
+// one round after the last rival's start offset, so that proposers reacting
+// to the same event settle into a chain instead of colliding. With Turns
+// on instead, proposers that see each other on a key start proposals only
+// in their own turn of a clock-based cycle.
 //
 // Quorums are flexible (package quorum): prepare and accept quorums need only
 // intersect, and the acceptor set changes one acceptor at a time with an

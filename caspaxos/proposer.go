@@ -37,9 +37,11 @@ type ProposerStats struct {
 	Unknown   uint64 // of the failures, those whose outcome is unknown
 	Rounds    uint64 // attempts started
 	NAKs      uint64 // rounds ended by a conflicting ballot
+	FirstNAKs uint64 // of the NAKs, those that ended a proposal's first round
 	Timeouts  uint64 // rounds ended by a phase timeout
 	FastPath  uint64 // rounds that went straight to phase 2
 	Fenced    uint64 // rounds rejected for a stale age
+	Paced     uint64 // proposals whose first attempt waited for a rival (pacing.go)
 }
 
 type phase uint8
@@ -70,6 +72,11 @@ type request struct {
 	mutatingBallots []Ballot
 	attempts        int
 	lastErr         error
+	// rivalAt is the start of the latest round of another proposer on the
+	// key that started at or after this request (rivalSeen: there was
+	// one); it paces the key's next proposal (pacing.go).
+	rivalAt   time.Duration
+	rivalSeen bool
 }
 
 // keyState is everything the proposer tracks for one key.
@@ -125,6 +132,7 @@ type Proposer struct {
 	rng     Rand
 	age     uint64
 	backoff Backoff
+	pacer   *Pacer // nil with pacing off
 
 	keys   map[string]*keyState
 	active int
@@ -171,7 +179,12 @@ func NewProposer(cfg ProposerConfig, rng Rand) (*Proposer, error) {
 		return nil, configErr("rng", "must not be nil")
 	}
 	q := cfg.Quorum
+	var pacer *Pacer
+	if cfg.pacing() {
+		pacer = NewPacer(cfg.PaceMemory, cfg.MaxPacedKeys)
+	}
 	return &Proposer{
+		pacer:   pacer,
 		cfg:     cfg,
 		quorum:  &q,
 		rng:     rng,
@@ -260,14 +273,36 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 }
 
 // begin starts ks.cur, or waits for the proposer's turn if the key is
-// contended and turns are on.
+// contended and turns are on, or for its place behind the rival it saw
+// last if pacing is on.
 func (p *Proposer) begin(now time.Duration, ks *keyState) {
 	if w := p.turnWait(now, ks); w > 0 {
 		ks.phase = phaseBackoff
 		p.setTimer(ks, now+w)
 		return
 	}
+	if ks.cur.kind == kindChange {
+		if w := p.pacer.Wait(now, ks.key); w > 0 {
+			p.stats.Paced++
+			ks.phase = phaseBackoff
+			p.setTimer(ks, now+w)
+			return
+		}
+	}
 	p.startRound(now, ks)
+}
+
+// learnPace sets the pace of the key's next proposal from the rival that
+// r saw last: one PaceGap after its start offset, or none without a rival.
+func (p *Proposer) learnPace(now time.Duration, ks *keyState, r *request) {
+	if p.pacer == nil || r.kind != kindChange {
+		return
+	}
+	d := time.Duration(0)
+	if r.rivalSeen {
+		d = min(r.rivalAt-r.start.Truncate(time.Millisecond)+p.backoff.PaceGap(p.cfg.PaceGapMin), p.cfg.BackoffMax)
+	}
+	p.pacer.Learn(now, ks.key, d)
 }
 
 // turnWait returns how long a new proposal on ks waits for the
@@ -425,6 +460,11 @@ func (p *Proposer) noteForeign(now time.Duration, ks *keyState, b Ballot) {
 	if !ks.foreignSeen || ks.foreignAt < at {
 		ks.foreignAt, ks.foreignSeen = at, true
 	}
+	// Ballot counters are milliseconds: a rival that reacted in the same
+	// millisecond as this request dates at or after its truncated start.
+	if r := ks.cur; r != nil && at >= r.start.Truncate(time.Millisecond) && (!r.rivalSeen || r.rivalAt < at) {
+		r.rivalAt, r.rivalSeen = at, true
+	}
 }
 
 func (r *request) ownsBallot(b Ballot) bool {
@@ -469,6 +509,16 @@ func (p *Proposer) Step(now time.Duration, m Message) {
 	}
 }
 
+// countNAK counts a round of ks ended by a conflicting ballot, and apart
+// those that were the proposal's first round (collisions no backoff after
+// a NAK can prevent).
+func (p *Proposer) countNAK(ks *keyState) {
+	p.stats.NAKs++
+	if ks.cur.attempts == 1 {
+		p.stats.FirstNAKs++
+	}
+}
+
 func contains(ids []NodeID, id NodeID) bool {
 	for _, x := range ids {
 		if x == id {
@@ -503,7 +553,7 @@ func (p *Proposer) onReject(now time.Duration, ks *keyState, set quorum.Set, fro
 		// value, and a later prepare by anyone can adopt and commit it.
 		err := fmt.Errorf("%w: %v from acceptor %d (greatest seen %v)", ErrConflict, it.Reject, from, ks.maxSeen)
 		if it.Reject == RejectConflict {
-			p.stats.NAKs++
+			p.countNAK(ks)
 		}
 		p.failRound(now, ks, err, true)
 		return true
@@ -540,7 +590,7 @@ func (p *Proposer) onAcceptReply(now time.Duration, ks *keyState, from NodeID, f
 		if full && it.Reject == RejectConflict {
 			// The identity pass must reach every acceptor: any refusal ends it.
 			ks.maxSeen = ks.maxSeen.Max(it.Conflict)
-			p.stats.NAKs++
+			p.countNAK(ks)
 			p.failRound(now, ks, fmt.Errorf("%w: acceptor %d refused the GC identity pass", ErrConflict, from), true)
 			return
 		}
@@ -709,6 +759,7 @@ func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, c
 		p.stats.Failures++
 	}
 	p.results = append(p.results, res)
+	p.learnPace(now, ks, r)
 	ks.timerGen = 0 // no timer of this key is live any more
 	ks.phase = phaseIdle
 	ks.fast = false

@@ -62,6 +62,20 @@ type ProposerConfig struct {
 	TurnLength time.Duration
 	TurnMemory time.Duration
 
+	// PaceMemory, when positive and the backoff is adaptive (and turns are
+	// off), paces first attempts: a proposal on a key where a rival round
+	// started during the previous proposal waits, before its first attempt,
+	// until PaceGap after that rival's start offset (pacing.go). The delay
+	// is forgotten PaceMemory after it was learned. 0 turns pacing off.
+	PaceMemory time.Duration
+	// PaceGapMin is the least gap between a rival's start and this
+	// proposer's paced first attempt; set it at or above the slowest
+	// proposer's round (prepare + accept), which this one cannot observe.
+	// The gap, like every wait, is capped by BackoffMax.
+	PaceGapMin time.Duration
+	// MaxPacedKeys bounds the keys with a remembered pace.
+	MaxPacedKeys int
+
 	// MaxInFlight bounds the keys with an active proposal.
 	MaxInFlight int
 	// MaxQueuePerKey bounds proposals waiting behind the active one of a key.
@@ -90,6 +104,9 @@ const (
 	DefaultFastPathRisk   = 0.05
 	DefaultTurnLength     = 250 * time.Millisecond
 	DefaultTurnMemory     = time.Minute
+	DefaultPaceMemory     = 2 * time.Minute
+	DefaultPaceGapMin     = 100 * time.Millisecond
+	DefaultMaxPacedKeys   = 65536
 	// MaxTurns bounds the turn cycle.
 	MaxTurns = 1024
 )
@@ -115,6 +132,9 @@ func DefaultProposerConfig(id NodeID, q quorum.Config) ProposerConfig {
 		FastPathRisk:   DefaultFastPathRisk,
 		TurnLength:     DefaultTurnLength,
 		TurnMemory:     DefaultTurnMemory,
+		PaceMemory:     DefaultPaceMemory,
+		PaceGapMin:     DefaultPaceGapMin,
+		MaxPacedKeys:   DefaultMaxPacedKeys,
 	}
 }
 
@@ -157,6 +177,12 @@ func (c ProposerConfig) Validate() error {
 		return configErr("TurnLength", "must be positive with turns on, got %v", c.TurnLength)
 	case c.Turns > 0 && c.TurnMemory <= 0:
 		return configErr("TurnMemory", "must be positive with turns on, got %v", c.TurnMemory)
+	case c.PaceMemory < 0:
+		return configErr("PaceMemory", "must not be negative, got %v", c.PaceMemory)
+	case c.pacing() && c.PaceGapMin <= 0:
+		return configErr("PaceGapMin", "must be positive with pacing on, got %v", c.PaceGapMin)
+	case c.pacing() && c.MaxPacedKeys < 1:
+		return configErr("MaxPacedKeys", "must be at least 1 with pacing on, got %d", c.MaxPacedKeys)
 	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValueBytes:
 		return configErr("MaxValueBytes", "must be in [1, %d], got %d", MaxValueBytes, c.MaxValueBytes)
 	}
@@ -164,4 +190,10 @@ func (c ProposerConfig) Validate() error {
 		return configErr("Quorum", "%v", err)
 	}
 	return nil
+}
+
+// pacing reports whether first attempts are paced: adaptive backoff,
+// PaceMemory set, and no turns (turns order contending proposers already).
+func (c ProposerConfig) pacing() bool {
+	return c.Backoff == BackoffAdaptive && c.PaceMemory > 0 && c.Turns == 0
 }

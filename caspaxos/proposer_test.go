@@ -224,6 +224,9 @@ func TestProposerConfigValidation(t *testing.T) {
 		"TurnIndex":     func(c *ProposerConfig) { c.Turns, c.TurnIndex = 3, 3 },
 		"TurnLength":    func(c *ProposerConfig) { c.Turns, c.TurnLength = 3, 0 },
 		"TurnMemory":    func(c *ProposerConfig) { c.Turns, c.TurnMemory = 3, 0 },
+		"PaceMemory":    func(c *ProposerConfig) { c.PaceMemory = -1 },
+		"PaceGapMin":    func(c *ProposerConfig) { c.PaceGapMin = 0 },
+		"MaxPacedKeys":  func(c *ProposerConfig) { c.MaxPacedKeys = 0 },
 	}
 	for field, mutate := range cases {
 		t.Run(field, func(t *testing.T) {

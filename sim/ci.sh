@@ -26,6 +26,8 @@ sweep membership swarm 1..60
 sweep membership light 1..20
 sweep contention swarm 1..10
 sweep contention none 1..10
+sweep contention-burst swarm 1..5
+sweep contention-burst none 1..5
 sweep replication swarm 1..20
 sweep replication heavy 1..5
 

@@ -31,6 +31,10 @@ type WorkloadConfig struct {
 	HeartbeatEvery  time.Duration // >0: heartbeat mode (one beat per interval)
 	HeartbeatJitter float64       // fraction of HeartbeatEvery
 	HeartbeatOneKey bool
+	// HeartbeatBurst makes every client beat at the same instants, the
+	// multiples of HeartbeatEvery (jitter unused): every observer of one
+	// event reacting at once. A beat still running at an instant skips it.
+	HeartbeatBurst bool
 }
 
 // client is one closed-loop session on a proposer's node: it issues an
@@ -94,6 +98,9 @@ func (wl *workload) start() {
 func (wl *workload) stop() { wl.stopped = true }
 
 func (cl *client) firstDelay() time.Duration {
+	if cl.wl.cfg.HeartbeatBurst {
+		return cl.untilBurst()
+	}
 	if cl.wl.cfg.HeartbeatEvery > 0 {
 		return time.Duration(cl.r.Int64N(int64(cl.wl.cfg.HeartbeatEvery)))
 	}
@@ -102,11 +109,21 @@ func (cl *client) firstDelay() time.Duration {
 
 func (cl *client) think() time.Duration {
 	cfg := &cl.wl.cfg
+	if cfg.HeartbeatBurst {
+		return cl.untilBurst()
+	}
 	if cfg.HeartbeatEvery > 0 {
 		j := (2*cl.r.Float64() - 1) * cfg.HeartbeatJitter
 		return time.Duration(float64(cfg.HeartbeatEvery) * (1 + j))
 	}
 	return time.Duration(uniform(cl.r, int64(cfg.ThinkMin), int64(cfg.ThinkMax)+1))
+}
+
+// untilBurst returns the time to the next multiple of HeartbeatEvery,
+// strictly after now.
+func (cl *client) untilBurst() time.Duration {
+	now, every := cl.wl.c.w.Now(), cl.wl.cfg.HeartbeatEvery
+	return (now/every+1)*every - now
 }
 
 func (cl *client) begin(after time.Duration) {

@@ -138,6 +138,8 @@ func add(t *caspaxos.ProposerStats, s caspaxos.ProposerStats) {
 	t.Unknown += s.Unknown
 	t.Rounds += s.Rounds
 	t.NAKs += s.NAKs
+	t.FirstNAKs += s.FirstNAKs
+	t.Paced += s.Paced
 	t.Timeouts += s.Timeouts
 	t.FastPath += s.FastPath
 	t.Fenced += s.Fenced

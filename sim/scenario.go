@@ -18,6 +18,7 @@ func Scenarios() []Scenario {
 	return append([]Scenario{
 		registerScenario{},
 		contentionScenario{},
+		contentionScenario{burst: true},
 		membershipScenario{},
 		replicationScenario{},
 	}, failoverScenarios()...)

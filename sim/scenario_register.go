@@ -68,9 +68,17 @@ func (registerScenario) Run(cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	pc := caspaxos.DefaultProposerConfig(1, quorum.Config{})
+	if cfg.Canary || cfg.CanaryControl {
+		// The canary's window needs competing rounds on a key; pacing
+		// (caspaxos/pacing.go) orders rivals so that they stop competing,
+		// and would leave seeds where the broken acceptor is never hit.
+		// The control runs the same proposers.
+		pc.PaceMemory = 0
+	}
 	cl, err := newCluster(e.w, ClusterConfig{
 		Acceptors: acceptors, Proposers: proposers, SeparateProposers: separate,
-		Proposer: caspaxos.DefaultProposerConfig(1, quorum.Config{}),
+		Proposer: pc,
 		Factory:  factory,
 		FsyncMin: 200 * time.Microsecond, FsyncMax: 2 * time.Millisecond, SlowFsync: 0.01,
 	}, &e.viol)

@@ -16,7 +16,7 @@ import (
 // seeds, and `go test ./sim/` must stay well under a minute on two cores.
 func short(scenario string, seed uint64, f FaultLevel) Config {
 	c := Config{Scenario: scenario, Seed: seed, Faults: f}
-	if scenario == "contention" {
+	if strings.HasPrefix(scenario, "contention") {
 		c.Duration, c.Interval = 10*time.Minute, 10*time.Second
 	}
 	return c
@@ -72,6 +72,8 @@ func TestScenariosPass(t *testing.T) {
 		{"membership", FaultsSwarm, 30},
 		{"contention", FaultsNone, 3},
 		{"contention", FaultsSwarm, 5},
+		{"contention-burst", FaultsNone, 2},
+		{"contention-burst", FaultsSwarm, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scenario+"/"+tt.faults.String(), func(t *testing.T) {

@@ -283,7 +283,7 @@ func printRun(w io.Writer, r sim.Result, canary bool) {
 	}
 	fmt.Fprintf(w, "%-8d %-11s %-7s %9.1f %8.3f %10d %7d %-8s %5d  %s\n",
 		r.Seed, r.Scenario, r.Faults, r.SimSeconds, r.WallSeconds, r.Events, faults, r.Linearizable, len(r.Violations), r.TraceHash)
-	if r.Scenario == "contention" {
+	if strings.HasPrefix(r.Scenario, "contention") {
 		printContention(w, r)
 	}
 	if r.FailoverReport != nil {
@@ -313,11 +313,13 @@ func printRun(w io.Writer, r sim.Result, canary bool) {
 // printContention shows the three backoff kinds side by side, then the
 // adaptive backoff with turns.
 func printContention(w io.Writer, r sim.Result) {
-	fmt.Fprintf(w, "  %-12s %14s %10s %8s %12s %9s %9s\n", "backoff", "conflict_rate", "rounds", "naks", "goodput/s", "p50_ms", "p99_ms")
+	fmt.Fprintf(w, "  %-12s %14s %10s %8s %8s %8s %13s %12s %9s %9s\n",
+		"backoff", "conflict_rate", "rounds", "naks", "first", "retry", "after_warmup", "goodput/s", "p50_ms", "p99_ms")
 	for _, k := range []string{"none", "exponential", "adaptive", "turns"} {
 		m := r.Metrics
-		fmt.Fprintf(w, "  %-12s %13.4f%% %10.0f %8.0f %12.4f %9.0f %9.0f\n", k,
-			100*m["conflict_rate_"+k], m["rounds_"+k], m["naks_"+k], m["goodput_per_second_"+k], m["latency_p50_ms_"+k], m["latency_p99_ms_"+k])
+		fmt.Fprintf(w, "  %-12s %13.4f%% %10.0f %8.0f %8.0f %8.0f %12.4f%% %12.4f %9.0f %9.0f\n", k,
+			100*m["conflict_rate_"+k], m["rounds_"+k], m["naks_"+k], m["first_attempt_naks_"+k], m["retry_naks_"+k],
+			100*m["conflict_rate_warm_"+k], m["goodput_per_second_"+k], m["latency_p50_ms_"+k], m["latency_p99_ms_"+k])
 	}
 }
 
