@@ -103,7 +103,7 @@ func TestNodeObserverEpochMarks(t *testing.T) {
 	o.Proposed(1, failover.Proposal{Kind: failover.DecideFailover, Next: failover.State{Epoch: 2}}) // t0+1
 	tick()
 	o.Proposed(1, failover.Proposal{Kind: failover.DecideFailover, Next: failover.State{Epoch: 2}}) // a retry
-	o.Committed(1, 0, failover.State{Epoch: 2})                                                   // t0+2
+	o.Committed(1, 0, failover.State{Epoch: 2})                                                     // t0+2
 	tick()
 	o.Committed(1, 0, failover.State{Epoch: 2})
 	o.Committed(1, 0, failover.State{Epoch: 1}) // an old value arriving late
