@@ -38,6 +38,9 @@ type foSpec struct {
 	// breaks the tie between two data regions in the register's quorum
 	// and in the liveness votes.
 	witness bool
+	// rtt, if positive, replaces every round trip of the topology (in a
+	// region and across): a layout's loopback.
+	rtt time.Duration
 	// noDNS leaves out the simulated DNS path (publishers and client
 	// resolvers model servers outside the nodes); only a world without
 	// clients may do so.
@@ -191,6 +194,15 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	topo.RTT = topo.RTT[:topoRegions]
 	for i := range topo.RTT {
 		topo.RTT[i] = topo.RTT[i][:topoRegions]
+	}
+	if spec.rtt > 0 {
+		for i := range topo.RTT {
+			row := make([]time.Duration, len(topo.RTT[i]))
+			for j := range row {
+				row[j] = spec.rtt
+			}
+			topo.RTT[i] = row
+		}
 	}
 	if spec.nodesPerRegion < 1 {
 		spec.nodesPerRegion = 1

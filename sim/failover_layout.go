@@ -1,0 +1,55 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// FailoverLayout is the shape of a real cluster, for the region-outage
+// scenario to predict it (fmnode demo runs one and this beside it): how
+// many regions and nodes, where the write regions start, the minimum
+// durability the spec recorded, and the round trip between any two
+// nodes. Placement within a region stays the simulator's (partition i on
+// the (i mod NodesPerRegion)-th node of every region), as even a spread
+// as the agents' rendezvous hash.
+type FailoverLayout struct {
+	// Regions is the data regions (2..3, from DefaultWAN's names);
+	// NodesPerRegion the nodes of each (1..MaxLayoutNodesPerRegion).
+	Regions, NodesPerRegion int
+	// FirstRegionWrites: every partition's first write region is the
+	// first region (a cluster spec's preferred region), rather than the
+	// scenario's 60/25/15 split. The outage powers off the first region
+	// either way.
+	FirstRegionWrites bool
+	// MinDurability is every register's minimum durability (1..Regions).
+	MinDurability int
+	// RTT, if positive, is the round trip between any two nodes, in a
+	// region or across (1 ms stands for loopback under load); 0 keeps
+	// DefaultWAN's.
+	RTT time.Duration
+}
+
+// MaxLayoutNodesPerRegion bounds FailoverLayout.NodesPerRegion.
+const MaxLayoutNodesPerRegion = 10
+
+func (l *FailoverLayout) validate() error {
+	switch {
+	case l.Regions < 2 || l.Regions > 3:
+		return fmt.Errorf("%w: layout: %d regions (2..3)", ErrConfig, l.Regions)
+	case l.NodesPerRegion < 1 || l.NodesPerRegion > MaxLayoutNodesPerRegion:
+		return fmt.Errorf("%w: layout: %d nodes per region (1..%d)", ErrConfig, l.NodesPerRegion, MaxLayoutNodesPerRegion)
+	case l.MinDurability < 1 || l.MinDurability > l.Regions:
+		return fmt.Errorf("%w: layout: minimum durability %d (1..%d regions)", ErrConfig, l.MinDurability, l.Regions)
+	case l.RTT < 0 || l.RTT > time.Second:
+		return fmt.Errorf("%w: layout: RTT %v (0..1s)", ErrConfig, l.RTT)
+	}
+	return nil
+}
+
+// apply shapes spec by the layout.
+func (l *FailoverLayout) apply(spec *foSpec) {
+	spec.regions, spec.nodesPerRegion, spec.minDurability, spec.rtt = l.Regions, l.NodesPerRegion, l.MinDurability, l.RTT
+	if l.FirstRegionWrites {
+		spec.writeShare = []float64{1}
+	}
+}

@@ -1,0 +1,40 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFailoverLayout: a layout's first region holds every write region,
+// so the outage affects every partition, on nine nodes; the run replays
+// from its command; a bad layout is refused naming what is wrong.
+func TestFailoverLayout(t *testing.T) {
+	lay := &FailoverLayout{Regions: 3, NodesPerRegion: 3, FirstRegionWrites: true, MinDurability: 2, RTT: time.Millisecond}
+	cfg := Config{Scenario: "region-outage", Seed: 4, Partitions: 30, FailoverProfile: "fast", Outage: time.Minute,
+		Duration: 30 * time.Second, Layout: lay}
+	res, err := Run(cfg)
+	require.NoError(t, err)
+	require.Empty(t, res.Violations)
+	require.NotNil(t, res.FailoverReport)
+	assert.Equal(t, 30, res.AffectedPartitions, "every write region starts in the first region")
+	assert.Zero(t, res.NotFailedOver)
+	assert.Contains(t, res.Replay, "--regions 3 --nodes-per-region 3 --min-durability 2 --rtt 1ms --first-region-writes")
+	// A loopback round trip commits a failover within a few of them of
+	// its proposal.
+	assert.Less(t, res.FailoverCompletion.Max-res.Detection.Max, 0.1)
+
+	for _, bad := range []FailoverLayout{
+		{Regions: 4, NodesPerRegion: 1, MinDurability: 1},
+		{Regions: 3, NodesPerRegion: 0, MinDurability: 1},
+		{Regions: 3, NodesPerRegion: 1, MinDurability: 4},
+		{Regions: 3, NodesPerRegion: 1, MinDurability: 1, RTT: -time.Millisecond},
+	} {
+		_, err := Run(Config{Scenario: "region-outage", Seed: 1, Partitions: 5, Layout: &bad})
+		assert.ErrorIs(t, err, ErrConfig, "%+v", bad)
+	}
+	_, err = Run(Config{Scenario: "node-failure", Seed: 1, Layout: lay})
+	assert.ErrorIs(t, err, ErrConfig, "a layout shapes region-outage only")
+}
