@@ -13,7 +13,8 @@ import (
 // the (i mod NodesPerRegion)-th node of every region), as even a spread
 // as the agents' rendezvous hash.
 type FailoverLayout struct {
-	// Regions is the data regions (2..3, from DefaultWAN's names);
+	// Regions is the data regions (2..3 on DefaultWAN; up to
+	// MaxLayoutRegions with an RTT, named as fmnode demo names them);
 	// NodesPerRegion the nodes of each (1..MaxLayoutNodesPerRegion).
 	Regions, NodesPerRegion int
 	// FirstRegionWrites: every partition's first write region is the
@@ -29,13 +30,35 @@ type FailoverLayout struct {
 	RTT time.Duration
 }
 
-// MaxLayoutNodesPerRegion bounds FailoverLayout.NodesPerRegion.
-const MaxLayoutNodesPerRegion = 10
+// Bounds of a FailoverLayout.
+const (
+	MaxLayoutNodesPerRegion = 10
+	MaxLayoutRegions        = 5
+)
+
+// layoutRegionNames name the regions of a uniform topology.
+func layoutRegionNames() []string { return []string{"east", "north", "west", "south", "central"} }
+
+// uniformTopology is base with n regions, every round trip rtt (in a
+// region and across), and base's loopback and jitter.
+func uniformTopology(base Topology, n int, rtt time.Duration) Topology {
+	t := base
+	names := layoutRegionNames()
+	t.Regions = names[:min(n, len(names))]
+	t.RTT = make([][]time.Duration, len(t.Regions))
+	for i := range t.RTT {
+		t.RTT[i] = make([]time.Duration, len(t.Regions))
+		for j := range t.RTT[i] {
+			t.RTT[i][j] = rtt
+		}
+	}
+	return t
+}
 
 func (l *FailoverLayout) validate() error {
 	switch {
-	case l.Regions < 2 || l.Regions > 3:
-		return fmt.Errorf("%w: layout: %d regions (2..3)", ErrConfig, l.Regions)
+	case l.Regions < 2 || l.Regions > MaxLayoutRegions || (l.RTT == 0 && l.Regions > len(DefaultWAN().Regions)):
+		return fmt.Errorf("%w: layout: %d regions (2..%d with an RTT, else 2..%d)", ErrConfig, l.Regions, MaxLayoutRegions, len(DefaultWAN().Regions))
 	case l.NodesPerRegion < 1 || l.NodesPerRegion > MaxLayoutNodesPerRegion:
 		return fmt.Errorf("%w: layout: %d nodes per region (1..%d)", ErrConfig, l.NodesPerRegion, MaxLayoutNodesPerRegion)
 	case l.MinDurability < 1 || l.MinDurability > l.Regions:

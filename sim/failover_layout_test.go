@@ -27,7 +27,8 @@ func TestFailoverLayout(t *testing.T) {
 	assert.Less(t, res.FailoverCompletion.Max-res.Detection.Max, 0.1)
 
 	for _, bad := range []FailoverLayout{
-		{Regions: 4, NodesPerRegion: 1, MinDurability: 1},
+		{Regions: 4, NodesPerRegion: 1, MinDurability: 1}, // four regions need a uniform RTT
+		{Regions: 6, NodesPerRegion: 1, MinDurability: 1, RTT: time.Millisecond},
 		{Regions: 3, NodesPerRegion: 0, MinDurability: 1},
 		{Regions: 3, NodesPerRegion: 1, MinDurability: 4},
 		{Regions: 3, NodesPerRegion: 1, MinDurability: 1, RTT: -time.Millisecond},
@@ -35,6 +36,11 @@ func TestFailoverLayout(t *testing.T) {
 		_, err := Run(Config{Scenario: "region-outage", Seed: 1, Partitions: 5, Layout: &bad})
 		assert.ErrorIs(t, err, ErrConfig, "%+v", bad)
 	}
+	res, err = Run(Config{Scenario: "region-outage", Seed: 2, Partitions: 10, FailoverProfile: "fast", Outage: time.Minute,
+		Duration: 30 * time.Second, Layout: &FailoverLayout{Regions: 5, NodesPerRegion: 1, MinDurability: 2, RTT: time.Millisecond}})
+	require.NoError(t, err)
+	require.Empty(t, res.Violations)
+	assert.Zero(t, res.NotFailedOver, "five regions, one lost")
 	_, err = Run(Config{Scenario: "node-failure", Seed: 1, Layout: lay})
 	assert.ErrorIs(t, err, ErrConfig, "a layout shapes region-outage only")
 }

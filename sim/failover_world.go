@@ -187,6 +187,9 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	if spec.witness {
 		topoRegions++
 	}
+	if spec.rtt > 0 {
+		topo = uniformTopology(topo, topoRegions, spec.rtt)
+	}
 	if spec.regions < 2 || topoRegions > len(topo.Regions) {
 		return nil, fmt.Errorf("%w: %d regions (2..%d)", ErrConfig, topoRegions, len(topo.Regions))
 	}
@@ -194,15 +197,6 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	topo.RTT = topo.RTT[:topoRegions]
 	for i := range topo.RTT {
 		topo.RTT[i] = topo.RTT[i][:topoRegions]
-	}
-	if spec.rtt > 0 {
-		for i := range topo.RTT {
-			row := make([]time.Duration, len(topo.RTT[i]))
-			for j := range row {
-				row[j] = spec.rtt
-			}
-			topo.RTT[i] = row
-		}
 	}
 	if spec.nodesPerRegion < 1 {
 		spec.nodesPerRegion = 1
