@@ -93,8 +93,8 @@ func demoMeasures() map[string]string {
 			"poll's wait after a failed Put, as the simulator's clients do",
 		"client_reroute_s": "per writer of an affected partition, from the commit (failover_completion_s's instant) to its first write " +
 			"acknowledged in the new epoch; every writer stays up (they run in this process)",
-		"rpo_ops":     "acknowledged writes not read back, per affected partition (every acknowledged write is read back strongly at the end)",
-		"resync_s":    "from the restart until every replica of the returning agents is in its leader's epoch and has applied what the leader had committed a poll before",
+		"rpo_ops":  "acknowledged writes not read back, per affected partition (every acknowledged write is read back strongly at the end)",
+		"resync_s": "from the restart until every replica of the returning agents is in its leader's epoch and has applied what the leader had committed a poll before",
 		"resync_bytes": "the returning agents' DataBytesReceived (keys and values of the replicated ops and snapshot pairs received " +
 			"since their start), at resync_s; the simulator counts the same payload",
 		"back_in_write_quorum_s": "from the restart until every register's write quorum holds every region again (GrowHoldOffBase delays the grow)",
