@@ -96,12 +96,15 @@ type nodeObserver struct {
 // epochMark is when a node saw a partition's epochs move: SeenAt is the
 // first time it saw Epoch committed (on the proposer, its own CAS's
 // outcome: the commit), FailoverAt the first time it proposed a failover
-// into FailoverEpoch. One per partition, overwritten by newer epochs.
+// into FailoverEpoch, PromotedAt when its replica became write region of
+// PromotedEpoch. One per partition, overwritten by newer epochs.
 type epochMark struct {
 	Epoch         failover.Epoch
 	SeenAt        time.Time
 	FailoverEpoch failover.Epoch
 	FailoverAt    time.Time
+	PromotedEpoch failover.Epoch
+	PromotedAt    time.Time
 }
 
 func newNodeObserver() *nodeObserver {
@@ -177,6 +180,16 @@ func (o *nodeObserver) Proposed(p partition.ID, prop failover.Proposal) {
 	m := o.marks[p]
 	if prop.Next.Epoch > m.FailoverEpoch {
 		m.FailoverEpoch, m.FailoverAt = prop.Next.Epoch, o.now()
+		o.marks[p] = m
+	}
+}
+
+// Promoted notes when this node's replica became write region of an
+// epoch.
+func (o *nodeObserver) Promoted(p partition.ID, e failover.Epoch) {
+	m := o.marks[p]
+	if e > m.PromotedEpoch {
+		m.PromotedEpoch, m.PromotedAt = e, o.now()
 		o.marks[p] = m
 	}
 }

@@ -107,7 +107,12 @@ func TestNodeObserverEpochMarks(t *testing.T) {
 	tick()
 	o.Committed(1, 0, failover.State{Epoch: 2})
 	o.Committed(1, 0, failover.State{Epoch: 1}) // an old value arriving late
-	assert.Equal(t, epochMark{Epoch: 2, SeenAt: t0.Add(2 * time.Second), FailoverEpoch: 2, FailoverAt: t0.Add(time.Second)}, o.mark(1))
+	o.Promoted(1, 2)                            // t0+3
+	tick()
+	o.Promoted(1, 2)
+	o.Promoted(1, 1)
+	assert.Equal(t, epochMark{Epoch: 2, SeenAt: t0.Add(2 * time.Second), FailoverEpoch: 2, FailoverAt: t0.Add(time.Second),
+		PromotedEpoch: 2, PromotedAt: t0.Add(3 * time.Second)}, o.mark(1))
 	assert.Equal(t, epochMark{}, o.mark(9), "a partition never seen")
 }
 

@@ -58,6 +58,11 @@ type PartitionStatus struct {
 	EpochSeenAt        time.Time `json:"epoch_seen_at,omitzero"`
 	FailoverEpoch      uint64    `json:"failover_epoch,omitempty"`
 	FailoverProposedAt time.Time `json:"failover_proposed_at,omitzero"`
+	// PromotedAt is when this node's replica became write region of
+	// PromotedEpoch (zero: never since the start): from the commit to
+	// it is the promotion, the part of a client's reroute on the nodes.
+	PromotedEpoch uint64    `json:"promoted_epoch,omitempty"`
+	PromotedAt    time.Time `json:"promoted_at,omitzero"`
 }
 
 // Range is one epoch of a replica's history: it starts after LSN After.
@@ -154,6 +159,7 @@ func (a *Agent) servePartitions(w http.ResponseWriter, r *http.Request) {
 			mk := a.metrics.obs.mark(id)
 			ps.SeenEpoch, ps.EpochSeenAt = uint64(mk.Epoch), mk.SeenAt
 			ps.FailoverEpoch, ps.FailoverProposedAt = uint64(mk.FailoverEpoch), mk.FailoverAt
+			ps.PromotedEpoch, ps.PromotedAt = uint64(mk.PromotedEpoch), mk.PromotedAt
 			st.Partitions = append(st.Partitions, ps)
 		}
 		return nil
