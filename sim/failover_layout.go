@@ -24,6 +24,11 @@ type FailoverLayout struct {
 	FirstRegionWrites bool
 	// MinDurability is every register's minimum durability (1..Regions).
 	MinDurability int
+	// ProcessKill: the outage kills the nodes' processes and leaves their
+	// machines up, so a client's attempt to a down node is refused after
+	// a round trip (a reset, as on loopback) instead of timing out (a
+	// powered-off machine, the scenario's own fault).
+	ProcessKill bool
 	// RTT, if positive, is the round trip between any two nodes, in a
 	// region or across (1 ms stands for loopback under load); 0 keeps
 	// DefaultWAN's.
@@ -72,6 +77,7 @@ func (l *FailoverLayout) validate() error {
 // apply shapes spec by the layout.
 func (l *FailoverLayout) apply(spec *foSpec) {
 	spec.regions, spec.nodesPerRegion, spec.minDurability, spec.rtt = l.Regions, l.NodesPerRegion, l.MinDurability, l.RTT
+	spec.refuseDown = l.ProcessKill
 	if l.FirstRegionWrites {
 		spec.writeShare = []float64{1}
 	}

@@ -38,6 +38,10 @@ type foSpec struct {
 	// breaks the tie between two data regions in the register's quorum
 	// and in the liveness votes.
 	witness bool
+	// refuseDown: a client's attempt to a crashed node is refused after a
+	// round trip (its process died, its machine answers with a reset)
+	// rather than timing out (powered off).
+	refuseDown bool
 	// rtt, if positive, replaces every round trip of the topology (in a
 	// region and across): a layout's loopback.
 	rtt time.Duration

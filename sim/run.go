@@ -208,6 +208,9 @@ func ReplayCommand(cfg Config) string {
 		if l.FirstRegionWrites {
 			b.WriteString(" --first-region-writes")
 		}
+		if l.ProcessKill {
+			b.WriteString(" --process-kill")
+		}
 	}
 	// These shape the run too: without them the command would replay
 	// another run.

@@ -103,6 +103,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	layMinDur := fs.Int("min-durability", 1, "region-outage with a layout: every register's minimum durability")
 	layRTT := fs.Duration("rtt", 0, "region-outage with a layout: round trip between any two nodes (0: the WAN's)")
 	layFirst := fs.Bool("first-region-writes", false, "region-outage with a layout: every partition's first write region is the first region")
+	layKill := fs.Bool("process-kill", false, "region-outage with a layout: the outage kills processes, machines stay up (clients are refused at once, no timeout)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole sweep to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile (after the sweep) to this file")
 	gcPercent := fs.Int("gc-percent", 0, "the collector's GOGC for the sweep (0: 200, or 100 above 20,000 partitions; negative: off); a GOGC in the environment wins")
@@ -159,10 +160,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		DNSTTL: *dnsTTL, DNSStale: *dnsStale, RerouteTrace: *rerouteTrace,
 		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage, PreloadBytes: *preload,
 	}
-	for _, name := range []string{"regions", "nodes-per-region", "min-durability", "rtt", "first-region-writes"} {
+	for _, name := range []string{"regions", "nodes-per-region", "min-durability", "rtt", "first-region-writes", "process-kill"} {
 		if flagSet(fs, name) {
 			base.Layout = &sim.FailoverLayout{Regions: *layRegions, NodesPerRegion: *layNodes, MinDurability: *layMinDur,
-				RTT: *layRTT, FirstRegionWrites: *layFirst}
+				RTT: *layRTT, FirstRegionWrites: *layFirst, ProcessKill: *layKill}
 		}
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,
