@@ -166,12 +166,58 @@ func (o demoOptions) validate() error {
 // acknowledged write.
 func (o demoOptions) minDurability() int { return 2 }
 
-// simConfig is the simulator's drill of the same layout.
-func (o demoOptions) simConfig() sim.Config {
+// simConfig is the simulator's drill of the same layout, its round trip
+// rtt.
+//
+// The simulated outage starts half a heartbeat interval after a heartbeat:
+// the simulator's nodes beat on multiples of the interval and its warm-up
+// is a whole number of them, so an outage at the end of the warm-up
+// falls on a beat, and detection (lease + drift after the last renewal)
+// comes at its latest. A real kill lands anywhere between two beats;
+// half an interval is its mean. The outage kills processes (clients are
+// refused at once), as the demo's SIGKILL on loopback does.
+func (o demoOptions) simConfig(rtt time.Duration) sim.Config {
+	warm := 30 * time.Second
+	if prof, err := failover.Profile(o.profile); err == nil {
+		warm += prof.HeartbeatInterval / 2
+	}
 	return sim.Config{Scenario: "region-outage", Seed: 1, Faults: sim.FaultsNone, Partitions: o.partitions, FailoverProfile: o.profile,
-		Outage: time.Minute, Duration: 30 * time.Second, DNSTTL: demoDNSTTL,
+		Outage: time.Minute, Duration: warm, DNSTTL: demoDNSTTL,
 		Layout: &sim.FailoverLayout{Regions: o.regions, NodesPerRegion: o.nodesPerRegion, FirstRegionWrites: true,
-			MinDurability: o.minDurability(), RTT: time.Millisecond}}
+			MinDurability: o.minDurability(), RTT: rtt, ProcessKill: true}}
+}
+
+// Bounds of the prediction's round trip.
+const (
+	demoMinRTT = 500 * time.Microsecond
+	demoMaxRTT = 200 * time.Millisecond
+)
+
+// demoRTT is the round trip the prediction models: half the steady strong
+// write's median latency as the clients measured it (a simulated strong
+// write costs two round trips, client to write region and write region
+// to the quorum, plus fsyncs), so that the model's network and disks are
+// as slow as this machine's loopback under its load; bounded.
+func demoRTT(steadyP50 float64) time.Duration {
+	d := time.Duration(steadyP50 / 2 * float64(time.Second))
+	return min(demoMaxRTT, max(demoMinRTT, d))
+}
+
+// predict runs the simulator's drill of the same layout in process.
+func (d *demoRun) predict() error {
+	d.prog.phase("prediction", "the simulator's drill of the same layout, in process")
+	t0 := time.Now()
+	rtt := demoRTT(d.res.SteadyWriteLatency.P50)
+	pred, err := sim.Run(d.o.simConfig(rtt))
+	if err != nil {
+		return fmt.Errorf("prediction: %w", err)
+	}
+	if pred.FailoverReport == nil {
+		return errors.New("prediction: the simulator reported no failover figures")
+	}
+	d.res.Prediction, d.res.Paper, d.res.PredictionRTTMs = &pred, pred.Paper, msOf(rtt)
+	d.res.Phases["prediction"] = time.Since(t0).Seconds()
+	return nil
 }
 
 // demoRun is one drill's state: the cluster, its processes, the clients.
@@ -196,21 +242,6 @@ func runDemoDrill(ctx context.Context, o demoOptions, stderr io.Writer) (res *de
 		NumCPU: runtime.NumCPU(), LoadAvg1Start: loadAvg1(), Phases: map[string]float64{}}
 	res = d.res
 	started := time.Now()
-
-	// The prediction first, while the machine has nothing else of ours
-	// to run.
-	d.prog.phase("prediction", "the simulator's drill of the same layout, in process")
-	t0 := time.Now()
-	pred, err := sim.Run(o.simConfig())
-	if err != nil {
-		return res, fmt.Errorf("prediction: %w", err)
-	}
-	if pred.FailoverReport == nil {
-		return res, errors.New("prediction: the simulator reported no failover figures")
-	}
-	res.Prediction = &pred
-	res.Paper = pred.Paper
-	res.Phases["prediction"] = time.Since(t0).Seconds()
 
 	dir, err := os.MkdirTemp(o.dataParent, "fmnode-demo-")
 	if err != nil {
@@ -248,6 +279,11 @@ func runDemoDrill(ctx context.Context, o demoOptions, stderr io.Writer) (res *de
 		res.WallS = time.Since(started).Seconds()
 	}()
 	if err := d.drill(ctx); err != nil {
+		return res, err
+	}
+	// The prediction once the writers are done (with --keep the agents
+	// idle meanwhile), calibrated by the writes' latency.
+	if err := d.predict(); err != nil {
 		return res, err
 	}
 	res.Measures = demoMeasures()
@@ -337,12 +373,25 @@ func (d *demoRun) drill(ctx context.Context) error {
 	defer stopWriters()
 	dc.start(wctx)
 	defer dc.halt()
+	// The CPU the agents and this process use under the steady load,
+	// measured over its second half (the first spreads the writers out).
+	var agentsCPU0, selfCPU0 time.Duration
+	var cpuFrom time.Time
 	if err := d.prog.countdown(ctx, "steady load", o.warmup, func() string {
 		n, _ := dc.acks()
+		if cpuFrom.IsZero() {
+			cpuFrom, agentsCPU0, selfCPU0 = time.Now(), childrenCPU(d.procMap()), processCPU()
+		}
 		return fmt.Sprintf("%d writes acknowledged", n)
 	}, nil); err != nil {
 		return err
 	}
+	if secs := time.Since(cpuFrom).Seconds(); secs > 0 {
+		res.AgentsCPUCores = (childrenCPU(d.procMap()) - agentsCPU0).Seconds() / secs
+		res.DemoCPUCores = (processCPU() - selfCPU0).Seconds() / secs
+	}
+	res.SteadyWriteLatency = dc.steadyLatency()
+	res.LoadAvg1Kill = loadAvg1()
 
 	// The region to kill: write region of the most partitions, as the
 	// agents report the registers.
@@ -482,7 +531,7 @@ func (d *demoRun) drill(ctx context.Context) error {
 // clients; per client, reroute from the commit.
 func (d *demoRun) figures(dc *demoClients, killAt time.Time, epoch0 map[uint32]uint64, marks map[uint32]demoMark) {
 	res := d.res
-	var det, comp, rec, reroute []float64
+	var det, comp, rec, reroute, promo []float64
 	within := 0
 	for _, w := range dc.writers {
 		w.mu.Lock()
@@ -494,6 +543,9 @@ func (d *demoRun) figures(dc *demoClients, killAt time.Time, epoch0 map[uint32]u
 		m := marks[w.part]
 		if !m.proposed.IsZero() {
 			det = append(det, m.proposed.Sub(killAt).Seconds())
+		}
+		if !m.promoted.IsZero() && !m.committed.IsZero() {
+			promo = append(promo, max(0, m.promoted.Sub(m.committed).Seconds()))
 		}
 		if m.committed.IsZero() {
 			res.NotFailedOver++
@@ -514,6 +566,7 @@ func (d *demoRun) figures(dc *demoClients, killAt time.Time, epoch0 map[uint32]u
 		}
 	}
 	res.Detection, res.FailoverCompletion, res.WriteRecovery, res.ClientReroute = demoDist(det), demoDist(comp), demoDist(rec), demoDist(reroute)
+	res.Promotion = demoDist(promo)
 	if res.AffectedPartitions > 0 {
 		res.FailedOverWithin60s = float64(within) / float64(res.AffectedPartitions)
 	}
@@ -541,6 +594,17 @@ func (d *demoRun) start(n *localNode) (*localProc, error) {
 	d.procs[n] = p
 	d.mu.Unlock()
 	return p, nil
+}
+
+// procMap is a copy of the current process of every node.
+func (d *demoRun) procMap() map[*localNode]*localProc {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[*localNode]*localProc, len(d.procs))
+	for n, p := range d.procs {
+		out[n] = p
+	}
+	return out
 }
 
 func (d *demoRun) proc(n *localNode) *localProc {

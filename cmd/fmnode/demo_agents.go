@@ -88,10 +88,11 @@ func busiestRegion(regs map[uint32]demoRegister, regions []string) (string, int)
 // demoMark is what the surviving agents saw of one partition's failover:
 // the earliest failover proposal into an epoch after epoch0 (detection)
 // and the earliest sight of such an epoch committed (completion: on the
-// proposer, its own commit), over the agents.
+// proposer, its own commit), over the agents; and when the new write
+// region's replica was promoted.
 type demoMark struct {
-	proposed, committed time.Time
-	epoch               uint64
+	proposed, committed, promoted time.Time
+	epoch                         uint64
 }
 
 func demoMarks(sts map[*localNode]agent.NodeStatus, epoch0 map[uint32]uint64) map[uint32]demoMark {
@@ -108,6 +109,9 @@ func demoMarks(sts map[*localNode]agent.NodeStatus, epoch0 map[uint32]uint64) ma
 			}
 			if p.SeenEpoch > e0 && !p.EpochSeenAt.IsZero() && (m.committed.IsZero() || p.EpochSeenAt.Before(m.committed)) {
 				m.committed, m.epoch = p.EpochSeenAt, p.SeenEpoch
+			}
+			if p.PromotedEpoch > e0 && !p.PromotedAt.IsZero() && (m.promoted.IsZero() || p.PromotedAt.Before(m.promoted)) {
+				m.promoted = p.PromotedAt
 			}
 			out[p.ID] = m
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fmnode/fmnode/sim"
 	"github.com/fmnode/fmnode/txtdns/kv"
 	"github.com/fmnode/fmnode/txtdns/routing"
 )
@@ -39,7 +40,13 @@ type demoClients struct {
 	firstErr string
 	errs     uint64
 	unknown  uint64
+	// steadyLat: latencies of the writes acknowledged before the kill
+	// (at most demoMaxLatencies).
+	steadyLat []time.Duration
 }
+
+// demoMaxLatencies bounds the steady latencies kept.
+const demoMaxLatencies = 100000
 
 // demoWriter is one partition's writer and what it saw.
 type demoWriter struct {
@@ -130,6 +137,7 @@ func (dc *demoClients) run(ctx context.Context, w *demoWriter) {
 	}
 	for !dc.stop.Load() && ctx.Err() == nil {
 		key, n := dc.nextKey(w)
+		t0 := time.Now()
 		err := w.sess.Put(ctx, key, agentBenchValue(key, dc.valueBytes))
 		now := time.Now()
 		if err != nil {
@@ -143,6 +151,9 @@ func (dc *demoClients) run(ctx context.Context, w *demoWriter) {
 			continue
 		}
 		tok := w.sess.Token(key)
+		if dc.outageAt.Load() == 0 {
+			dc.noteLatency(now.Sub(t0))
+		}
 		probing := dc.record(w, n, tok.Epoch, now, len(key)+dc.valueBytes)
 		if probing {
 			continue // no think time until a write lands in a new epoch
@@ -199,6 +210,26 @@ func (dc *demoClients) sleep(ctx context.Context, w *demoWriter, d time.Duration
 		return false
 	}
 	return !dc.stop.Load()
+}
+
+func (dc *demoClients) noteLatency(d time.Duration) {
+	dc.mu.Lock()
+	defer dc.mu.Unlock()
+	if len(dc.steadyLat) < demoMaxLatencies {
+		dc.steadyLat = append(dc.steadyLat, d)
+	}
+}
+
+// steadyLatency is the distribution of the writes' latencies before the
+// kill, in seconds.
+func (dc *demoClients) steadyLatency() sim.Dist {
+	dc.mu.Lock()
+	xs := make([]float64, len(dc.steadyLat))
+	for i, d := range dc.steadyLat {
+		xs[i] = d.Seconds()
+	}
+	dc.mu.Unlock()
+	return demoDist(xs)
 }
 
 func (dc *demoClients) noteErr(err error) {

@@ -34,6 +34,14 @@ type demoResult struct {
 	ClientRerouteMissing int         `json:"client_reroute_missing"`
 	RPO                  sim.RPODist `json:"rpo_ops"`
 	FailedOverWithin60s  float64     `json:"failed_over_within_60s_fraction"`
+	// Promotion: per affected partition, from the commit to the new
+	// write region's replica becoming write region (agents' promoted_at).
+	Promotion sim.Dist `json:"promotion_s"`
+	// SteadyWriteLatency: the strong Puts acknowledged before the kill.
+	SteadyWriteLatency sim.Dist `json:"steady_write_latency_s"`
+	// PredictionRTTMs is the round trip the prediction's layout models
+	// (half the steady write's median latency, see demoRTT).
+	PredictionRTTMs float64 `json:"prediction_rtt_ms"`
 	// OutageS is how long the region was down (kill to restart).
 	OutageS float64 `json:"outage_s"`
 	// ResyncBytes: replication payload (keys and values of ops and
@@ -68,6 +76,11 @@ type demoResult struct {
 	Phases     map[string]float64 `json:"phase_s"`
 	WallS      float64            `json:"wall_s"`
 	NumCPU     int                `json:"num_cpu"`
+	// CPU cores the agents together and this process (the writers and
+	// the Go client) used during the steady load.
+	AgentsCPUCores float64 `json:"agents_cpu_cores_steady"`
+	DemoCPUCores   float64 `json:"demo_cpu_cores_steady"`
+	LoadAvg1Kill   float64 `json:"loadavg_1m_at_kill"`
 	// The machine's load average at the start and the end.
 	LoadAvg1Start float64 `json:"loadavg_1m_start"`
 	LoadAvg1End   float64 `json:"loadavg_1m_end"`
@@ -97,7 +110,11 @@ func demoMeasures() map[string]string {
 		"resync_s": "from the restart until every replica of the returning agents is in its leader's epoch and has applied what the leader had committed a poll before",
 		"resync_bytes": "the returning agents' DataBytesReceived (keys and values of the replicated ops and snapshot pairs received " +
 			"since their start), at resync_s; the simulator counts the same payload",
-		"back_in_write_quorum_s": "from the restart until every register's write quorum holds every region again (GrowHoldOffBase delays the grow)",
+		"back_in_write_quorum_s": "from the restart until every register's write quorum holds every region again (the agents' register_write_quorum)",
+		"promotion_s":            "per affected partition, from the commit to the new write region's replica becoming write region (admin API: promoted_at)",
+		"prediction": "fmnode sim's region-outage on the same layout (regions x nodes per region, every write region in the first region, " +
+			"the spec's minimum durability, the processes killed so that clients are refused at once, DNS TTL 1 s), its round trip " +
+			"half the steady write's median latency measured here, its outage half a heartbeat interval after a beat (a kill's mean phase)",
 	}
 }
 
@@ -147,7 +164,7 @@ func printDemo(w io.Writer, r *demoResult) {
 	if r.Prediction != nil {
 		p = r.Prediction.FailoverReport
 	}
-	fmt.Fprintf(&b, "%-31s %29s | %29s | %s\n", "", "real (this machine)", "simulator (same layout)", "paper")
+	fmt.Fprintf(&b, "%-31s %29s | %29s | %s\n", "", "real (this machine)", fmt.Sprintf("simulator (RTT %.1f ms)", r.PredictionRTTMs), "paper")
 	fmt.Fprintf(&b, "%-31s %7s %7s %7s %7s | %7s %7s %7s %7s | %s\n", "metric (s from outage)", "mean", "p50", "p99", "max", "mean", "p50", "p99", "max", "mean / p99")
 	row := func(name string, real sim.Dist, pick func(*sim.FailoverReport) sim.Dist, paper string) {
 		fmt.Fprintf(&b, "%-31s %7.2f %7.2f %7.2f %7.2f | ", name, real.Mean, real.P50, real.P99, real.Max)
@@ -164,6 +181,8 @@ func printDemo(w io.Writer, r *demoResult) {
 	row("failover completion", r.FailoverCompletion, func(f *sim.FailoverReport) sim.Dist { return f.FailoverCompletion }, fmt.Sprintf("%.0f / %.0f", pp.CompletionMean, pp.CompletionP99))
 	row("write recovery", r.WriteRecovery, func(f *sim.FailoverReport) sim.Dist { return f.WriteRecovery }, fmt.Sprintf("%.0f / %.0f", pp.RecoveryMean, pp.RecoveryP99))
 	row("client reroute (s from commit)", r.ClientReroute, func(f *sim.FailoverReport) sim.Dist { return f.ClientReroute }, "goal max <= 1 s")
+	fmt.Fprintf(&b, "%-31s %7.2f %7.2f %7.2f %7.2f | the nodes' part of the reroute (commit to promotion)\n", "  promotion (s from commit)",
+		r.Promotion.Mean, r.Promotion.P50, r.Promotion.P99, r.Promotion.Max)
 	simRPO, simWithin, simResync := "n/a", "n/a", "n/a"
 	if p != nil {
 		simRPO = fmt.Sprintf("%.2f mean, %.0f p99, %.0f max", p.RPO.Mean, p.RPO.P99, p.RPO.Max)
@@ -191,8 +210,11 @@ func printDemo(w io.Writer, r *demoResult) {
 		}
 		fmt.Fprintf(&b, "  %s %-36s %8.3f  want %s\n", mark, t.Name, t.Got, t.Want)
 	}
-	fmt.Fprintf(&b, "machine: %d CPUs, load average %.2f -> %.2f; %.0f s in all (prediction %.1f s)\n",
-		r.NumCPU, r.LoadAvg1Start, r.LoadAvg1End, r.WallS, r.Phases["prediction"])
+	fmt.Fprintf(&b, "steady strong writes: p50 %.1f ms, p99 %.1f ms; the prediction's round trip is half the p50\n",
+		1000*r.SteadyWriteLatency.P50, 1000*r.SteadyWriteLatency.P99)
+	fmt.Fprintf(&b, "machine: %d CPUs, load average %.2f at the start, %.2f at the kill, %.2f at the end; steady load: agents %.2f cores, writers %.2f\n",
+		r.NumCPU, r.LoadAvg1Start, r.LoadAvg1Kill, r.LoadAvg1End, r.AgentsCPUCores, r.DemoCPUCores)
+	fmt.Fprintf(&b, "%.0f s in all (prediction %.1f s)\n", r.WallS, r.Phases["prediction"])
 	fmt.Fprintf(&b, "how it is measured: `fmnode demo --json` (measures); the prediction replays with: %s\n", replayOf(r.Prediction))
 	_, _ = io.WriteString(w, b.String())
 }
