@@ -130,7 +130,7 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, o
 	} else {
 		printDemo(stdout, res)
 	}
-	if res.LostAckedWrites > 0 || res.UnreadableWrites > 0 || res.NotFailedOver > 0 {
+	if res.LostAckedWrites > 0 || res.UnreadableWrites > 0 || res.NotFailedOver > 0 || res.ReturnError != "" {
 		return 1
 	}
 	return 0
@@ -443,6 +443,9 @@ func (d *demoRun) drill(ctx context.Context) error {
 		return err
 	}
 	res.Phases["failover"] = recoveredBy.Seconds()
+	if done, all := dc.recovered(); done < all {
+		d.prog.note("%d of %d partitions took no write in a new epoch within %v", all-done, all, bound)
+	}
 	// What the surviving agents saw (their epoch marks).
 	sts, errs = demoStatuses(ctx, lc, survivors)
 	if len(errs) > 0 {
@@ -475,8 +478,9 @@ func (d *demoRun) drill(ctx context.Context) error {
 		}
 		return fmt.Sprintf("caught up after %.1f s; growing the write quorums", caughtAt.Sub(restartAt).Seconds())
 	}, func() bool {
-		// A look reads every agent's status: once a second at most.
-		if time.Since(lastLook) < time.Second {
+		// A look reads every agent's status, which holds each node's
+		// loop while it is built: every 2 s at most.
+		if time.Since(lastLook) < 2*time.Second {
 			return false
 		}
 		lastLook = time.Now()
@@ -497,10 +501,13 @@ func (d *demoRun) drill(ctx context.Context) error {
 		return inQuorum
 	})
 	if err != nil {
-		if errors.Is(err, errCountdownOver) {
-			return fmt.Errorf("the returning agents were not back in every write quorum within %v: %s", o.returnBound, why)
+		if !errors.Is(err, errCountdownOver) {
+			return err
 		}
-		return err
+		// Reported, and the drill goes on to the read-back: what was
+		// acknowledged must be there all the same.
+		res.ReturnError = fmt.Sprintf("the returning agents were not back in every write quorum within %v: %s", o.returnBound, why)
+		d.prog.note("%s", res.ReturnError)
 	}
 
 	d.prog.phase("read-back", "stopping the writers; reading every acknowledged write back, strongly")
@@ -509,7 +516,7 @@ func (d *demoRun) drill(ctx context.Context) error {
 	dc.mu.Lock()
 	res.WriteErrors, res.UnknownOutcomes, res.FirstError = dc.errs, dc.unknown, dc.firstErr
 	dc.mu.Unlock()
-	return step("read-back", func(ctx context.Context) error {
+	err = step("read-back", func(ctx context.Context) error {
 		lost, _, unreadable := dc.verify(ctx, 64)
 		plost, _, punreadable := demoVerifyPreload(ctx, dc, preload)
 		for p, n := range plost {
@@ -522,8 +529,13 @@ func (d *demoRun) drill(ctx context.Context) error {
 		}
 		res.UnreadableWrites = unreadable + punreadable
 		d.rpo(lost, epoch0)
-		return ctx.Err()
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// Interrupted during the read-back: no report.
+	return ctx.Err()
 }
 
 // figures fills the failover figures: per affected partition, detection

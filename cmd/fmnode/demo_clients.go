@@ -352,6 +352,10 @@ func (dc *demoClients) verify(ctx context.Context, readers int) (lost map[uint32
 		select {
 		case work <- w:
 		case <-ctx.Done():
+			// Out of time: what is left is unread, and says so.
+			w.mu.Lock()
+			u.Add(uint64(len(w.acked)))
+			w.mu.Unlock()
 		}
 	}
 	close(work)

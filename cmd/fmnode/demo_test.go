@@ -38,6 +38,7 @@ func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real agent processes")
 	}
+	t.Parallel()
 	o := demoTestOptions(t)
 	var lc *localCluster
 	o.onCluster = func(c *localCluster) { lc = c }
@@ -99,6 +100,7 @@ func TestDemoInterrupted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real agent processes")
 	}
+	t.Parallel()
 	o := demoTestOptions(t)
 	var lc *localCluster
 	o.onCluster = func(c *localCluster) { lc = c }
