@@ -26,7 +26,7 @@ func demoTestOptions(t *testing.T) demoOptions {
 	o.warmup, o.hold = 3*time.Second, time.Second
 	o.thinkMin, o.thinkMax = 500*time.Millisecond, time.Second
 	o.preload = 1 << 10
-	o.failoverBound, o.returnBound = 30*time.Second, 45*time.Second
+	o.failoverBound, o.returnBound = 60*time.Second, 60*time.Second
 	return o
 }
 
