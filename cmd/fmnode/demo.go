@@ -117,18 +117,10 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, o
 		fmt.Fprintln(stderr, "fmnode demo:", err)
 		return 2
 	}
-	res, err := runDemoDrill(ctx, o, stderr)
+	res, err := runDemoDrill(ctx, o, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "fmnode demo:", err)
 		return 1
-	}
-	if o.json {
-		if err := writeJSON(stdout, res); err != nil {
-			fmt.Fprintln(stderr, "fmnode demo:", err)
-			return 1
-		}
-	} else {
-		printDemo(stdout, res)
 	}
 	if res.LostAckedWrites > 0 || res.UnreadableWrites > 0 || res.NotFailedOver > 0 || res.ReturnError != "" {
 		return 1
@@ -231,9 +223,10 @@ type demoRun struct {
 	res     *demoResult
 }
 
-// runDemoDrill runs the whole drill and kills every child before it
-// returns (with --keep, once ctx ends).
-func runDemoDrill(ctx context.Context, o demoOptions, stderr io.Writer) (res *demoResult, err error) {
+// runDemoDrill runs the whole drill, prints its report on stdout and
+// kills every child before it returns (with --keep, once ctx ends: the
+// report comes first).
+func runDemoDrill(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (res *demoResult, err error) {
 	d := &demoRun{o: o, prog: newDemoProgress(stderr, o.onPhase), procs: map[*localNode]*localProc{},
 		regions: demoRegionNames()[:o.regions]}
 	agents := o.regions * o.nodesPerRegion
@@ -275,8 +268,6 @@ func runDemoDrill(ctx context.Context, o demoOptions, stderr io.Writer) (res *de
 			err = cerr
 		}
 		os.RemoveAll(dir)
-		res.LoadAvg1End = loadAvg1()
-		res.WallS = time.Since(started).Seconds()
 	}()
 	if err := d.drill(ctx); err != nil {
 		return res, err
@@ -288,6 +279,15 @@ func runDemoDrill(ctx context.Context, o demoOptions, stderr io.Writer) (res *de
 	}
 	res.Measures = demoMeasures()
 	res.targets()
+	res.WallS = time.Since(started).Seconds()
+	res.LoadAvg1End = loadAvg1()
+	if o.json {
+		if err := writeJSON(stdout, res); err != nil {
+			return res, err
+		}
+	} else {
+		printDemo(stdout, res)
+	}
 	return res, nil
 }
 
