@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -236,38 +237,20 @@ func runDemoDrill(ctx context.Context, o demoOptions, stdout, stderr io.Writer) 
 	res = d.res
 	started := time.Now()
 
-	dir, err := os.MkdirTemp(o.dataParent, "fmnode-demo-")
-	if err != nil {
-		return res, err
-	}
-	lifetime := 30 * time.Minute
-	if o.keep {
-		lifetime = demoKeepLifetime
-	}
-	var dnsNodes []int
-	for i := 1; i <= o.regions; i++ {
-		dnsNodes = append(dnsNodes, i) // the first node of every region
-	}
-	d.lc, err = newLocalCluster(localClusterConfig{Bin: o.bin, Dir: dir, Nodes: agents, Cluster: "demo", Regions: d.regions,
-		Zone: demoZone, DNSNodes: dnsNodes, DNSTTL: demoDNSTTL, LogLevel: "warn", Lifetime: lifetime, ClientName: "demo"})
-	if err != nil {
-		os.RemoveAll(dir)
-		return res, err
-	}
-	if o.onCluster != nil {
-		o.onCluster(d.lc)
-	}
 	defer func() {
+		if d.lc == nil {
+			return
+		}
 		if err != nil {
 			d.printLogs(stderr)
 		}
 		if o.keep && err == nil {
-			d.keep(ctx, stderr, dir)
+			d.keep(ctx, stderr, d.lc.cfg.Dir)
 		}
 		if cerr := d.lc.close(); cerr != nil && err == nil {
 			err = cerr
 		}
-		os.RemoveAll(dir)
+		os.RemoveAll(d.lc.cfg.Dir)
 	}()
 	if err := d.drill(ctx); err != nil {
 		return res, err
@@ -293,7 +276,8 @@ func runDemoDrill(ctx context.Context, o demoOptions, stdout, stderr io.Writer) 
 
 // drill is every phase after the prediction.
 func (d *demoRun) drill(ctx context.Context) error {
-	o, lc, res := d.o, d.lc, d.res
+	o, res := d.o, d.res
+	var lc *localCluster
 	step := func(name string, f func(ctx context.Context) error) error {
 		sctx, cancel := context.WithTimeout(ctx, demoSetup)
 		defer cancel()
@@ -307,16 +291,10 @@ func (d *demoRun) drill(ctx context.Context) error {
 	}
 
 	d.prog.phase("agents", fmt.Sprintf("starting %d agents (%d regions x %d nodes) on 127.0.0.1 with mutual TLS", res.Agents, o.regions, o.nodesPerRegion))
-	if err := step("agents", func(ctx context.Context) error {
-		for _, n := range lc.nodes {
-			if _, err := d.start(n); err != nil {
-				return err
-			}
-		}
-		return d.waitAll(ctx, lc.nodes, agent.PathHealthz)
-	}); err != nil {
+	if err := step("agents", d.startCluster); err != nil {
 		return err
 	}
+	lc = d.lc
 
 	d.prog.phase("init", fmt.Sprintf("cluster spec: %d partitions, %s profile, strong, minimum durability %d", o.partitions, o.profile, o.minDurability()))
 	spec := clusterspec.Spec{Format: clusterspec.Format, Regions: d.regions, Partitions: o.partitions,
@@ -536,6 +514,72 @@ func (d *demoRun) drill(ctx context.Context) error {
 	}
 	// Interrupted during the read-back: no report.
 	return ctx.Err()
+}
+
+// demoStartAttempts bounds the layouts tried when another process took
+// one of the ports picked (they are free when picked, not reserved).
+const demoStartAttempts = 3
+
+// startCluster lays the cluster out in a new temporary directory and
+// starts every agent until each answers /healthz; an agent that could not
+// bind a port another process took meanwhile makes it start over on new
+// ports.
+func (d *demoRun) startCluster(ctx context.Context) error {
+	o := d.o
+	lifetime := 30 * time.Minute
+	if o.keep {
+		lifetime = demoKeepLifetime
+	}
+	var dnsNodes []int
+	for i := 1; i <= o.regions; i++ {
+		dnsNodes = append(dnsNodes, i) // the first node of every region
+	}
+	for attempt := 1; ; attempt++ {
+		dir, err := os.MkdirTemp(o.dataParent, "fmnode-demo-")
+		if err != nil {
+			return err
+		}
+		lc, err := newLocalCluster(localClusterConfig{Bin: o.bin, Dir: dir, Nodes: d.res.Agents, Cluster: "demo", Regions: d.regions,
+			Zone: demoZone, DNSNodes: dnsNodes, DNSTTL: demoDNSTTL, LogLevel: "warn", Lifetime: lifetime, ClientName: "demo"})
+		if err != nil {
+			os.RemoveAll(dir)
+			return err
+		}
+		d.mu.Lock()
+		d.lc, d.procs = lc, map[*localNode]*localProc{}
+		d.mu.Unlock()
+		if o.onCluster != nil {
+			o.onCluster(lc)
+		}
+		err = d.startAgents(ctx)
+		if err == nil || attempt == demoStartAttempts || !d.portTaken() {
+			return err
+		}
+		d.prog.note("a port was taken by another process meanwhile; starting over on new ports (%v)", err)
+		if cerr := lc.close(); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		os.RemoveAll(dir)
+	}
+}
+
+func (d *demoRun) startAgents(ctx context.Context) error {
+	for _, n := range d.lc.nodes {
+		if _, err := d.start(n); err != nil {
+			return err
+		}
+	}
+	return d.waitAll(ctx, d.lc.nodes, agent.PathHealthz)
+}
+
+// portTaken reports whether an agent's log says it could not bind.
+func (d *demoRun) portTaken() bool {
+	for _, n := range d.lc.nodes {
+		if p := d.proc(n); p != nil && strings.Contains(p.tail(4<<10), "address already in use") {
+			return true
+		}
+	}
+	return false
 }
 
 // figures fills the failover figures: per affected partition, detection
