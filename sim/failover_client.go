@@ -20,6 +20,7 @@ const (
 	foCReply
 	foCTimeout
 	foCWait
+	foCRefused
 )
 
 const (
@@ -32,8 +33,12 @@ const (
 	foProbeMax = 10 * time.Minute
 )
 
-// errAttemptTimeout is an attempt that got no reply in time.
-var errAttemptTimeout = errors.New("sim: attempt timed out")
+// errAttemptTimeout is an attempt that got no reply in time;
+// errAttemptRefused one that a down node's machine refused (a reset).
+var (
+	errAttemptTimeout = errors.New("sim: attempt timed out")
+	errAttemptRefused = errors.New("sim: connection refused")
+)
 
 // foClient is a closed-loop client of one partition living in one region:
 // it writes unique values (or reads) at strong consistency and records
@@ -198,6 +203,11 @@ func (h foClients) Fire(now time.Duration, arg uint64) {
 		fw.m.attemptReach(fw, c)
 		fw.noteClientError(c, c.sentRegion)
 		fw.clientReport(c, errAttemptTimeout)
+	case foCRefused:
+		fw.trace(c, foTraceEv{kind: trRefused})
+		fw.m.attemptReach(fw, c)
+		fw.noteClientError(c, c.sentRegion)
+		fw.clientReport(c, errAttemptRefused)
 	case foCWait:
 		fw.clientStep(c, c.op.Next(foTime(now)))
 	}
@@ -276,7 +286,13 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 		to := fw.parts[c.part].nodeOfReg[ri]
 		c.arriveAt = to
 		if w.Up(c.node) && !w.Links.Cut(c.node, to) {
-			w.Sched.After(fw.oneWay(c.node, to), NoNode, foClients{fw}, fw.cArg(c, foCArrive))
+			if fw.spec.refuseDown && !w.Up(to) {
+				// The node's process is down, its machine is not: the
+				// connection is refused after a round trip.
+				w.Sched.After(fw.oneWay(c.node, to)+fw.oneWay(to, c.node), NoNode, foClients{fw}, fw.cArg(c, foCRefused))
+			} else {
+				w.Sched.After(fw.oneWay(c.node, to), NoNode, foClients{fw}, fw.cArg(c, foCArrive))
+			}
 		}
 		timeout := foAttemptTimeout
 		if d.Timeout > 0 {

@@ -35,6 +35,7 @@ const (
 	trDNSAnswer                         // the DNS answer came back (epoch, region or error)
 	trDNSTimeout                        // the DNS lookup timed out
 	trEnd                               // the operation ended
+	trRefused                           // the attempt was refused: the node's process is down (a reset)
 )
 
 // foTraceEv is one event; its fields mean what its kind says.
@@ -214,6 +215,8 @@ func (fw *foWorld) formatTraceEv(e foTraceEv, commit time.Duration) string {
 		return at + fmt.Sprintf("error %s", [...]string{"", "", "", "backpressure", "lease expired", "not ready", "other"}[e.aux])
 	case trTimeout:
 		return at + "timeout"
+	case trRefused:
+		return at + "refused"
 	case trWait:
 		return at + fmt.Sprintf("wait %v", e.dur)
 	case trDNSQuery:

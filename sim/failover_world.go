@@ -38,6 +38,13 @@ type foSpec struct {
 	// breaks the tie between two data regions in the register's quorum
 	// and in the liveness votes.
 	witness bool
+	// refuseDown: a client's attempt to a crashed node is refused after a
+	// round trip (its process died, its machine answers with a reset)
+	// rather than timing out (powered off).
+	refuseDown bool
+	// rtt, if positive, replaces every round trip of the topology (in a
+	// region and across): a layout's loopback.
+	rtt time.Duration
 	// noDNS leaves out the simulated DNS path (publishers and client
 	// resolvers model servers outside the nodes); only a world without
 	// clients may do so.
@@ -183,6 +190,9 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	topoRegions := spec.regions
 	if spec.witness {
 		topoRegions++
+	}
+	if spec.rtt > 0 {
+		topo = uniformTopology(topo, topoRegions, spec.rtt)
 	}
 	if spec.regions < 2 || topoRegions > len(topo.Regions) {
 		return nil, fmt.Errorf("%w: %d regions (2..%d)", ErrConfig, topoRegions, len(topo.Regions))

@@ -63,6 +63,10 @@ type Config struct {
 	// size to compare a re-sync with: 0 is the scenario's default
 	// (DefaultPreloadBytes), negative none.
 	PreloadBytes int
+	// Layout, if set, gives the region-outage scenario the shape of a
+	// real cluster instead of its own (fmnode demo's prediction of the
+	// cluster it runs): see FailoverLayout.
+	Layout *FailoverLayout
 	// RerouteTrace, if positive, makes the failover scenarios keep every
 	// watched client's routing steps and report those of the
 	// RerouteTrace slowest reroutes (FailoverReport.ClientRerouteTrace).
@@ -114,6 +118,14 @@ func (c *Config) normalize() error {
 	}
 	if c.PreloadBytes > MaxPreloadBytes {
 		return fmt.Errorf("%w: preload bytes %d (at most %d per partition)", ErrConfig, c.PreloadBytes, MaxPreloadBytes)
+	}
+	if c.Layout != nil {
+		if err := c.Layout.validate(); err != nil {
+			return err
+		}
+		if c.Scenario != "region-outage" {
+			return fmt.Errorf("%w: a layout shapes the region-outage scenario only, not %s", ErrConfig, c.Scenario)
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -190,6 +202,15 @@ func ReplayCommand(cfg Config) string {
 	}
 	if cfg.PreloadBytes != 0 {
 		fmt.Fprintf(&b, " --preload-bytes %d", cfg.PreloadBytes)
+	}
+	if l := cfg.Layout; l != nil {
+		fmt.Fprintf(&b, " --regions %d --nodes-per-region %d --min-durability %d --rtt %v", l.Regions, l.NodesPerRegion, l.MinDurability, l.RTT)
+		if l.FirstRegionWrites {
+			b.WriteString(" --first-region-writes")
+		}
+		if l.ProcessKill {
+			b.WriteString(" --process-kill")
+		}
 	}
 	// These shape the run too: without them the command would replay
 	// another run.

@@ -154,7 +154,11 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	if err != nil {
 		return Result{}, nil, err
 	}
-	fw, err := newFoWorld(cfg, s.spec(parts, prof))
+	spec := s.spec(parts, prof)
+	if cfg.Layout != nil {
+		cfg.Layout.apply(&spec)
+	}
+	fw, err := newFoWorld(cfg, spec)
 	if err != nil {
 		return Result{}, nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fmnode/fmnode/internal/agent"
+	"github.com/fmnode/fmnode/internal/agentcfg"
 	"github.com/fmnode/fmnode/internal/certs"
 )
 
@@ -28,7 +29,7 @@ import (
 // with mutual TLS, laid out as an operator would: a CA, a node
 // certificate and a node.yaml per agent, a client certificate for the
 // admin and data APIs, one agent per region (east, north, west, round
-// robin), one of them serving DNS. `fmnode bench agent` runs one with
+// robin over Regions), some of them serving DNS. `fmnode bench agent` runs one with
 // start and close; the end-to-end test lays its cluster out with it and
 // runs the processes under proctest (which fails the test on a stuck
 // child and shows its output).
@@ -55,10 +56,16 @@ type localClusterConfig struct {
 	// Cluster is the cluster label (default "local"); ClientName names
 	// the client certificate (default the label).
 	Cluster, ClientName string
+	// Regions are the regions nodes are placed in, round robin (node i
+	// in Regions[(i-1) % len]); default east, north, west.
+	Regions []string
 	// Zone is the DNS zone (default "fm.<cluster>."); DNSNode is the
-	// 1-based node that serves it (0: none).
-	Zone    string
-	DNSNode int
+	// 1-based node that serves it (0: none), DNSNodes more that do.
+	Zone     string
+	DNSNode  int
+	DNSNodes []int
+	// DNSTTL is the TTL of the DNS answers (default 1 s).
+	DNSTTL time.Duration
 	// LogLevel is the agents' log level ("": their default).
 	LogLevel string
 	// Lifetime bounds every child started by start: a watchdog kills its
@@ -92,6 +99,29 @@ func newLocalCluster(cfg localClusterConfig) (*localCluster, error) {
 		return nil, fmt.Errorf("local cluster: %d nodes: must be in 1..%d", cfg.Nodes, maxLocalNodes)
 	case cfg.DNSNode < 0 || cfg.DNSNode > cfg.Nodes:
 		return nil, fmt.Errorf("local cluster: DNS on node %d of %d", cfg.DNSNode, cfg.Nodes)
+	case cfg.DNSTTL < 0:
+		return nil, fmt.Errorf("local cluster: DNS TTL %v: must not be negative", cfg.DNSTTL)
+	}
+	dnsOn := map[int]bool{}
+	if cfg.DNSNode > 0 {
+		dnsOn[cfg.DNSNode] = true
+	}
+	for _, d := range cfg.DNSNodes {
+		if d < 1 || d > cfg.Nodes {
+			return nil, fmt.Errorf("local cluster: DNS on node %d of %d", d, cfg.Nodes)
+		}
+		dnsOn[d] = true
+	}
+	if len(cfg.Regions) == 0 {
+		cfg.Regions = localRegions
+	}
+	for _, r := range cfg.Regions {
+		if err := agentcfg.CheckLabel("region", r); err != nil {
+			return nil, fmt.Errorf("local cluster: %w", err)
+		}
+	}
+	if cfg.DNSTTL == 0 {
+		cfg.DNSTTL = time.Second
 	}
 	if cfg.Cluster == "" {
 		cfg.Cluster = "local"
@@ -135,7 +165,7 @@ func newLocalCluster(cfg localClusterConfig) (*localCluster, error) {
 	}
 	for i := 1; i <= cfg.Nodes; i++ {
 		p := ports[(i-1)*4:]
-		n := &localNode{name: fmt.Sprintf("n%d", i), id: i, region: localRegions[(i-1)%len(localRegions)],
+		n := &localNode{name: fmt.Sprintf("n%d", i), id: i, region: cfg.Regions[(i-1)%len(cfg.Regions)],
 			node: fmt.Sprintf("127.0.0.1:%d", p[0]), api: fmt.Sprintf("127.0.0.1:%d", p[1]), gossip: fmt.Sprintf("127.0.0.1:%d", p[2])}
 		nd := filepath.Join(cfg.Dir, n.name)
 		n.dataDir = filepath.Join(nd, "data")
@@ -147,17 +177,22 @@ func newLocalCluster(cfg localClusterConfig) (*localCluster, error) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "name: %s\nnode_id: %d\nregion: %s\nzone: %s-a\ncluster: %s\ndata_dir: data\n", n.name, i, n.region, n.region, cfg.Cluster)
 		fmt.Fprintf(&b, "bind:\n  node_addr: %s\n  api_addr: %s\n  gossip_addr: %s\n", n.node, n.api, n.gossip)
-		if i == cfg.DNSNode {
+		if dnsOn[i] {
 			n.dns = fmt.Sprintf("127.0.0.1:%d", p[3])
-			fmt.Fprintf(&b, "  dns_addr: %s\ndns:\n  zone: %s\n  ttl: 1s\n", n.dns, cfg.Zone)
+			fmt.Fprintf(&b, "  dns_addr: %s\ndns:\n  zone: %s\n  ttl: %s\n", n.dns, cfg.Zone, cfg.DNSTTL)
 		}
-		// Every node joins through another (the first through the
-		// second): a restarted node must find the cluster again, and
-		// one without retry_join waits for the others to find it.
-		if i != 1 {
-			fmt.Fprintf(&b, "retry_join: [\"127.0.0.1:%d\"]\n", ports[2])
-		} else if cfg.Nodes > 1 {
-			fmt.Fprintf(&b, "retry_join: [\"127.0.0.1:%d\"]\n", ports[4+2])
+		// Every node joins through up to three others of the first
+		// four (in as many regions as there are): a restarted node
+		// must find the cluster again, whichever region came back
+		// with it, and one without retry_join waits to be found.
+		var join []string
+		for j := 1; j <= min(cfg.Nodes, 4) && len(join) < 3; j++ {
+			if j != i {
+				join = append(join, fmt.Sprintf("\"127.0.0.1:%d\"", ports[(j-1)*4+2]))
+			}
+		}
+		if len(join) > 0 {
+			fmt.Fprintf(&b, "retry_join: [%s]\n", strings.Join(join, ", "))
 		}
 		if cfg.LogLevel != "" {
 			fmt.Fprintf(&b, "log:\n  level: %s\n", cfg.LogLevel)
@@ -203,6 +238,17 @@ func (c *localCluster) dnsNode() *localNode {
 		return nil
 	}
 	return c.nodes[c.cfg.DNSNode-1]
+}
+
+// dnsServers are the DNS addresses of every node serving the zone.
+func (c *localCluster) dnsServers() []string {
+	var out []string
+	for _, n := range c.nodes {
+		if n.dns != "" {
+			out = append(out, n.dns)
+		}
+	}
+	return out
 }
 
 // start starts n's agent in a process group of its own, its output
@@ -283,8 +329,17 @@ func (c *localCluster) init(ctx context.Context, via *localNode, req agent.InitR
 
 // status is what n reports of its partitions.
 func (c *localCluster) status(n *localNode) (agent.NodeStatus, error) {
+	return c.statusCtx(context.Background(), n)
+}
+
+// statusCtx is status bounded by ctx.
+func (c *localCluster) statusCtx(ctx context.Context, n *localNode) (agent.NodeStatus, error) {
 	var st agent.NodeStatus
-	resp, err := c.client.Get("https://" + n.api + agent.PathPartitions)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+n.api+agent.PathPartitions, nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := c.client.Do(req)
 	if err != nil {
 		return st, err
 	}
@@ -346,8 +401,17 @@ func startLocalProc(name, bin string, args, env []string, logPath string, lifeti
 }
 
 // killGroup SIGKILLs the child's process group (the group outlives its
-// leader while a member lives, and its id is not reused meanwhile).
-func (p *localProc) killGroup() { _ = syscall.Kill(-p.pid, syscall.SIGKILL) }
+// leader while a member lives, and its id is not reused meanwhile). A
+// child already reaped is left alone: its id may belong to another
+// process by now.
+func (p *localProc) killGroup() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+}
 
 // wait waits up to d for the child to be reaped.
 func (p *localProc) wait(d time.Duration) error {

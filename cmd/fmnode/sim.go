@@ -98,6 +98,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	dnsStale := fs.Duration("dns-stale", 0, "failover scenarios: how long past the TTL a client's resolver serves an answer (0: 10s)")
 	preload := fs.Int("preload-bytes", 0, "failover scenarios: data bulk-loaded into each partition before the clients start, the base of the full-copy figure (0: 8 KiB; negative: none)")
 	rerouteTrace := fs.Int("trace-reroute", 0, "failover scenarios: report the routing steps of this many slowest client reroutes (client_reroute_trace)")
+	layRegions := fs.Int("regions", 3, "region-outage with a layout: data regions (2..3)")
+	layNodes := fs.Int("nodes-per-region", 1, "region-outage: nodes per region (a layout, as fmnode demo predicts its cluster with)")
+	layMinDur := fs.Int("min-durability", 1, "region-outage with a layout: every register's minimum durability")
+	layRTT := fs.Duration("rtt", 0, "region-outage with a layout: round trip between any two nodes (0: the WAN's)")
+	layFirst := fs.Bool("first-region-writes", false, "region-outage with a layout: every partition's first write region is the first region")
+	layKill := fs.Bool("process-kill", false, "region-outage with a layout: the outage kills processes, machines stay up (clients are refused at once, no timeout)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole sweep to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile (after the sweep) to this file")
 	gcPercent := fs.Int("gc-percent", 0, "the collector's GOGC for the sweep (0: 200, or 100 above 20,000 partitions; negative: off); a GOGC in the environment wins")
@@ -153,6 +159,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Interval: *interval, DisableFastPath: *noFast, OutDir: *out, CheckTimeout: *checkTimeout, Logger: logger,
 		DNSTTL: *dnsTTL, DNSStale: *dnsStale, RerouteTrace: *rerouteTrace,
 		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage, PreloadBytes: *preload,
+	}
+	for _, name := range []string{"regions", "nodes-per-region", "min-durability", "rtt", "first-region-writes", "process-kill"} {
+		if flagSet(fs, name) {
+			base.Layout = &sim.FailoverLayout{Regions: *layRegions, NodesPerRegion: *layNodes, MinDurability: *layMinDur,
+				RTT: *layRTT, FirstRegionWrites: *layFirst, ProcessKill: *layKill}
+		}
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,
 		Workers: *workers, FaultsInjected: make(map[string]uint64), FailedSeeds: []uint64{}}

@@ -85,6 +85,26 @@ type nodeObserver struct {
 	// epochs is the last epoch seen per partition: the first value a
 	// partition shows after a start is not a change.
 	epochs map[partition.ID]failover.Epoch
+	// marks: per hosted partition, when this node first saw its current
+	// epoch committed and when it first proposed a failover into an
+	// epoch (wall clock): a drill's detection and failover completion,
+	// as this node saw them (see epochMark).
+	marks map[partition.ID]epochMark
+	now   func() time.Time
+}
+
+// epochMark is when a node saw a partition's epochs move: SeenAt is the
+// first time it saw Epoch committed (on the proposer, its own CAS's
+// outcome: the commit), FailoverAt the first time it proposed a failover
+// into FailoverEpoch, PromotedAt when its replica became write region of
+// PromotedEpoch. One per partition, overwritten by newer epochs.
+type epochMark struct {
+	Epoch         failover.Epoch
+	SeenAt        time.Time
+	FailoverEpoch failover.Epoch
+	FailoverAt    time.Time
+	PromotedEpoch failover.Epoch
+	PromotedAt    time.Time
 }
 
 func newNodeObserver() *nodeObserver {
@@ -102,6 +122,8 @@ func newNodeObserver() *nodeObserver {
 		epochChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "fmnode_epoch_changes_total",
 			Help: "Times a hosted partition's register showed a newer epoch than this node knew (a failover or switchover by any node)."}),
 		epochs: map[partition.ID]failover.Epoch{},
+		marks:  map[partition.ID]epochMark{},
+		now:    time.Now,
 	}
 	// Every label value exists from the start, at zero: rate() over a
 	// series that appears with its first increment misses that increment.
@@ -144,8 +166,37 @@ func (o *nodeObserver) Committed(p partition.ID, _ uint64, s failover.State) {
 	}
 	if !seen || s.Epoch > last {
 		o.epochs[p] = s.Epoch
+		m := o.marks[p]
+		m.Epoch, m.SeenAt = s.Epoch, o.now()
+		o.marks[p] = m
 	}
 }
+
+// Proposed notes the first failover this node proposes into each epoch.
+func (o *nodeObserver) Proposed(p partition.ID, prop failover.Proposal) {
+	if prop.Kind != failover.DecideFailover {
+		return
+	}
+	m := o.marks[p]
+	if prop.Next.Epoch > m.FailoverEpoch {
+		m.FailoverEpoch, m.FailoverAt = prop.Next.Epoch, o.now()
+		o.marks[p] = m
+	}
+}
+
+// Promoted notes when this node's replica became write region of an
+// epoch.
+func (o *nodeObserver) Promoted(p partition.ID, e failover.Epoch) {
+	m := o.marks[p]
+	if e > m.PromotedEpoch {
+		m.PromotedEpoch, m.PromotedAt = e, o.now()
+		o.marks[p] = m
+	}
+}
+
+// mark is partition p's epochMark; call it on the node's loop (as the
+// observer's methods run).
+func (o *nodeObserver) mark(p partition.ID) epochMark { return o.marks[p] }
 
 func (o *nodeObserver) CASDone(_ partition.ID, prop failover.Proposal, outcome node.CASOutcome, took time.Duration) {
 	if outcome != node.CASCommitted && outcome != node.CASConflict && outcome != node.CASFailed {

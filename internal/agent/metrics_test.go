@@ -87,6 +87,35 @@ func TestNodeObserverCounts(t *testing.T) {
 	assert.Equal(t, 3, testutil.CollectAndCount(o.casSeconds))
 }
 
+// TestNodeObserverEpochMarks: the first sight of each newer epoch and the
+// first failover proposal into each epoch keep their times; repeats and
+// older epochs do not move them, other kinds of proposal are not failovers.
+func TestNodeObserverEpochMarks(t *testing.T) {
+	o := newNodeObserver()
+	t0 := time.Unix(1000, 0)
+	clock := t0
+	o.now = func() time.Time { return clock }
+	tick := func() { clock = clock.Add(time.Second) }
+	o.Committed(1, 0, failover.State{Epoch: 1}) // at t0
+	tick()
+	o.Committed(1, 0, failover.State{Epoch: 1})
+	o.Proposed(1, failover.Proposal{Kind: failover.DecideGrowQuorum, Next: failover.State{Epoch: 1}})
+	o.Proposed(1, failover.Proposal{Kind: failover.DecideFailover, Next: failover.State{Epoch: 2}}) // t0+1
+	tick()
+	o.Proposed(1, failover.Proposal{Kind: failover.DecideFailover, Next: failover.State{Epoch: 2}}) // a retry
+	o.Committed(1, 0, failover.State{Epoch: 2})                                                     // t0+2
+	tick()
+	o.Committed(1, 0, failover.State{Epoch: 2})
+	o.Committed(1, 0, failover.State{Epoch: 1}) // an old value arriving late
+	o.Promoted(1, 2)                            // t0+3
+	tick()
+	o.Promoted(1, 2)
+	o.Promoted(1, 1)
+	assert.Equal(t, epochMark{Epoch: 2, SeenAt: t0.Add(2 * time.Second), FailoverEpoch: 2, FailoverAt: t0.Add(time.Second),
+		PromotedEpoch: 2, PromotedAt: t0.Add(3 * time.Second)}, o.mark(1))
+	assert.Equal(t, epochMark{}, o.mark(9), "a partition never seen")
+}
+
 // TestNodeCollectorCardinality: per-partition series up to the cap, the
 // per-region aggregates always (zero for a region lagging nowhere), and
 // nothing but fmnode_node_up when the node did not answer.

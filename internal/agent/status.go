@@ -48,6 +48,21 @@ type PartitionStatus struct {
 	// Events are the failover manager's last events for the partition:
 	// what it decided and why.
 	Events []string `json:"events,omitempty"`
+	// EpochSeenAt is when this node first saw epoch SeenEpoch (its newest)
+	// committed, on its wall clock; FailoverProposedAt when it first
+	// proposed a failover into FailoverEpoch (zero: it never did). A
+	// drill measures detection (the earliest proposal over the nodes)
+	// and failover completion (the earliest sight of the new epoch: the
+	// proposer's own commit) from them.
+	SeenEpoch          uint64    `json:"seen_epoch,omitempty"`
+	EpochSeenAt        time.Time `json:"epoch_seen_at,omitzero"`
+	FailoverEpoch      uint64    `json:"failover_epoch,omitempty"`
+	FailoverProposedAt time.Time `json:"failover_proposed_at,omitzero"`
+	// PromotedAt is when this node's replica became write region of
+	// PromotedEpoch (zero: never since the start): from the commit to
+	// it is the promotion, the part of a client's reroute on the nodes.
+	PromotedEpoch uint64    `json:"promoted_epoch,omitempty"`
+	PromotedAt    time.Time `json:"promoted_at,omitzero"`
 }
 
 // Range is one epoch of a replica's history: it starts after LSN After.
@@ -65,6 +80,10 @@ type Follow struct {
 // DriverStats are the runtime driver's counters.
 type DriverStats struct {
 	Readys, Commits, Dropped, StepErrors, SendErrors uint64
+	// DataBytesReceived: keys and values of the replicated ops and
+	// snapshot pairs this node received since it started (what a
+	// returning node's re-sync cost, against a full copy).
+	DataBytesReceived uint64
 }
 
 // PeerStats is the node transport's view of one peer.
@@ -137,6 +156,10 @@ func (a *Agent) servePartitions(w http.ResponseWriter, r *http.Request) {
 				ps.NeverPromote, ps.RegisterQuorum = regionStrings(s.NeverPromote), regionStrings(s.WriteQuorum.Members)
 			}
 			ps.Events = partitionEvents(events, partition.RegisterKey(id))
+			mk := a.metrics.obs.mark(id)
+			ps.SeenEpoch, ps.EpochSeenAt = uint64(mk.Epoch), mk.SeenAt
+			ps.FailoverEpoch, ps.FailoverProposedAt = uint64(mk.FailoverEpoch), mk.FailoverAt
+			ps.PromotedEpoch, ps.PromotedAt = uint64(mk.PromotedEpoch), mk.PromotedAt
 			st.Partitions = append(st.Partitions, ps)
 		}
 		return nil
@@ -148,7 +171,7 @@ func (a *Agent) servePartitions(w http.ResponseWriter, r *http.Request) {
 	}
 	ds := h.drv.Stats()
 	st.Driver = DriverStats{Readys: ds.Readys.Load(), Commits: ds.Commits.Load(), Dropped: ds.Dropped.Load(),
-		StepErrors: ds.StepErrors.Load(), SendErrors: ds.SendErrors.Load()}
+		StepErrors: ds.StepErrors.Load(), SendErrors: ds.SendErrors.Load(), DataBytesReceived: ds.DataBytesReceived.Load()}
 	st.Peers = map[string]PeerStats{}
 	for id, ps := range h.tr.Stats() {
 		st.Peers[strconv.Itoa(int(id))] = PeerStats{Connected: ps.Connected, Sent: ps.Sent, Received: ps.Received, Dropped: ps.Dropped, Reconnect: ps.Reconnects}

@@ -42,6 +42,10 @@ type Stats struct {
 	StepErrors    atomic.Uint64 // batches that broke a protocol rule
 	SendErrors    atomic.Uint64 // batches the transport refused (queue full)
 	UrgentBatches atomic.Uint64 // batches sent while the disk was busy
+	// DataBytesReceived: keys and values of the ops and snapshot pairs
+	// in the replication messages stepped (partition.Op.Size), the
+	// measure the simulator's re-sync figure uses.
+	DataBytesReceived atomic.Uint64
 }
 
 type eventKind uint8

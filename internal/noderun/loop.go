@@ -142,6 +142,7 @@ func (l *loop) handle(ev event) {
 	now := d.cfg.Clock()
 	switch ev.kind {
 	case evBatch:
+		d.stats.DataBytesReceived.Add(dataBytes(&ev.batch))
 		if err := n.Step(now, &ev.batch); err != nil {
 			d.stats.StepErrors.Add(1)
 			d.log.Warn("batch refused", "from", ev.batch.From, "err", err)
@@ -282,4 +283,20 @@ func (d *Driver) persist(c *commit) {
 	default:
 		c.reads = c.rd.Read(d.cfg.PartitionStore)
 	}
+}
+
+// dataBytes is the payload of a batch's replication messages: keys and
+// values of their ops and snapshot pairs.
+func dataBytes(b *nodewire.Batch) uint64 {
+	var sum uint64
+	for i := range b.Data {
+		m := &b.Data[i]
+		for j := range m.Entries {
+			sum += uint64(m.Entries[j].Size())
+		}
+		for _, kv := range m.KVs {
+			sum += uint64(len(kv.Key) + len(kv.Value))
+		}
+	}
+	return sum
 }

@@ -1,0 +1,84 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// FailoverLayout is the shape of a real cluster, for the region-outage
+// scenario to predict it (fmnode demo runs one and this beside it): how
+// many regions and nodes, where the write regions start, the minimum
+// durability the spec recorded, and the round trip between any two
+// nodes. Placement within a region stays the simulator's (partition i on
+// the (i mod NodesPerRegion)-th node of every region), as even a spread
+// as the agents' rendezvous hash.
+type FailoverLayout struct {
+	// Regions is the data regions (2..3 on DefaultWAN; up to
+	// MaxLayoutRegions with an RTT, named as fmnode demo names them);
+	// NodesPerRegion the nodes of each (1..MaxLayoutNodesPerRegion).
+	Regions, NodesPerRegion int
+	// FirstRegionWrites: every partition's first write region is the
+	// first region (a cluster spec's preferred region), rather than the
+	// scenario's 60/25/15 split. The outage powers off the first region
+	// either way.
+	FirstRegionWrites bool
+	// MinDurability is every register's minimum durability (1..Regions).
+	MinDurability int
+	// ProcessKill: the outage kills the nodes' processes and leaves their
+	// machines up, so a client's attempt to a down node is refused after
+	// a round trip (a reset, as on loopback) instead of timing out (a
+	// powered-off machine, the scenario's own fault).
+	ProcessKill bool
+	// RTT, if positive, is the round trip between any two nodes, in a
+	// region or across (1 ms stands for loopback under load); 0 keeps
+	// DefaultWAN's.
+	RTT time.Duration
+}
+
+// Bounds of a FailoverLayout.
+const (
+	MaxLayoutNodesPerRegion = 10
+	MaxLayoutRegions        = 5
+)
+
+// layoutRegionNames name the regions of a uniform topology.
+func layoutRegionNames() []string { return []string{"east", "north", "west", "south", "central"} }
+
+// uniformTopology is base with n regions, every round trip rtt (in a
+// region and across), and base's loopback and jitter.
+func uniformTopology(base Topology, n int, rtt time.Duration) Topology {
+	t := base
+	names := layoutRegionNames()
+	t.Regions = names[:min(n, len(names))]
+	t.RTT = make([][]time.Duration, len(t.Regions))
+	for i := range t.RTT {
+		t.RTT[i] = make([]time.Duration, len(t.Regions))
+		for j := range t.RTT[i] {
+			t.RTT[i][j] = rtt
+		}
+	}
+	return t
+}
+
+func (l *FailoverLayout) validate() error {
+	switch {
+	case l.Regions < 2 || l.Regions > MaxLayoutRegions || (l.RTT == 0 && l.Regions > len(DefaultWAN().Regions)):
+		return fmt.Errorf("%w: layout: %d regions (2..%d with an RTT, else 2..%d)", ErrConfig, l.Regions, MaxLayoutRegions, len(DefaultWAN().Regions))
+	case l.NodesPerRegion < 1 || l.NodesPerRegion > MaxLayoutNodesPerRegion:
+		return fmt.Errorf("%w: layout: %d nodes per region (1..%d)", ErrConfig, l.NodesPerRegion, MaxLayoutNodesPerRegion)
+	case l.MinDurability < 1 || l.MinDurability > l.Regions:
+		return fmt.Errorf("%w: layout: minimum durability %d (1..%d regions)", ErrConfig, l.MinDurability, l.Regions)
+	case l.RTT < 0 || l.RTT > time.Second:
+		return fmt.Errorf("%w: layout: RTT %v (0..1s)", ErrConfig, l.RTT)
+	}
+	return nil
+}
+
+// apply shapes spec by the layout.
+func (l *FailoverLayout) apply(spec *foSpec) {
+	spec.regions, spec.nodesPerRegion, spec.minDurability, spec.rtt = l.Regions, l.NodesPerRegion, l.MinDurability, l.RTT
+	spec.refuseDown = l.ProcessKill
+	if l.FirstRegionWrites {
+		spec.writeShare = []float64{1}
+	}
+}
