@@ -13,6 +13,8 @@ import (
 type request struct {
 	batch caspaxos.Batch
 	done  chan error // buffered (1): the committer never blocks on a waiter
+	// pipelined: from Submit; a group holding one is not lingered on.
+	pipelined bool
 }
 
 // requestOverheadBytes approximates the encoding overhead of a record
@@ -48,7 +50,8 @@ func (r *request) sizeBytes() int {
 // briefly for the writers it just woke: until the group is as large as the
 // number in flight at the end of the last commit (that group plus what had
 // queued meanwhile), and never longer than half the last commit's duration
-// (capped at maxLinger). A lone writer is never made to wait.
+// (capped at maxLinger). A lone writer is never made to wait, and neither
+// is a group holding a Submit batch (see Submit).
 //
 // It exits when Close closes the queue, after committing what was queued.
 func (s *Store) commitLoop() {
@@ -70,6 +73,7 @@ func (s *Store) commitLoop() {
 		}
 		group = append(group[:0], first)
 		size := first.sizeBytes()
+		pipelined := first.pipelined
 		full := func() bool { return len(group) >= s.opts.MaxGroupBatches || size >= s.opts.MaxGroupBytes }
 	drain:
 		for !full() {
@@ -80,11 +84,12 @@ func (s *Store) commitLoop() {
 				}
 				group = append(group, r)
 				size += r.sizeBytes()
+				pipelined = pipelined || r.pipelined
 			default:
 				break drain
 			}
 		}
-		if len(group) < inflight && linger > 0 && !full() {
+		if len(group) < inflight && linger > 0 && !full() && !pipelined {
 			timer.Reset(linger)
 		wait:
 			for len(group) < inflight && !full() {

@@ -86,6 +86,10 @@ const (
 	// default, AcceptorConfig.GroupWait); MaxGroupWait bounds GroupWait.
 	DefaultGroupWaitFraction = 0.5
 	MaxGroupWait             = 100 * time.Millisecond
+	// DefaultPipelineDepth is AcceptorConfig.PipelineDepth's default for a
+	// caspaxos.PipelineStore; MaxPipelineDepth bounds it.
+	DefaultPipelineDepth = 64
+	MaxPipelineDepth     = 1024
 	// MinFrameBytes is the smallest frame bound allowed: one item of the
 	// largest key and value must fit in a frame.
 	MinFrameBytes = caspaxos.MaxKeyBytes + caspaxos.MaxValueBytes + 4096

@@ -189,6 +189,7 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	metricsAddr := fs.String("metrics-listen", "", "serve Prometheus metrics on this address at /metrics (empty: off)")
 	groupWait := fs.Duration("group-wait", 0, fmt.Sprintf("longest a group is held back for requests to join it after the previous one is durable; 0: never (at most %v)", transport.MaxGroupWait))
 	groupWaitFraction := fs.Float64("group-wait-fraction", transport.DefaultGroupWaitFraction, "the group wait's bound as a fraction of the last store apply, in (0, 1]")
+	pipelineDepth := fs.Int("pipeline-depth", 0, fmt.Sprintf("groups handed to the store and not yet durable; 1: one store apply at a time (0: %d for bbolt, pebble and memory, 1 with --group-wait or --shards above 1)", transport.DefaultPipelineDepth))
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -210,7 +211,7 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err := serveAcceptor(ctx, acceptorOptions{
 		id: caspaxos.NodeID(*id), listen: *listen, store: *storeKind, dir: *dataDir, shards: *shards, layout: layout,
 		maxFrame: *maxFrame, idle: *idle, cpuProfile: *cpuProfile, control: *control, metrics: *metricsAddr,
-		groupWait: *groupWait, groupWaitFraction: *groupWaitFraction,
+		groupWait: *groupWait, groupWaitFraction: *groupWaitFraction, pipelineDepth: *pipelineDepth,
 	}, os.Stdin, stdout, log); err != nil {
 		log.Error("acceptor failed", "err", err)
 		return 1
@@ -233,6 +234,8 @@ type acceptorOptions struct {
 	// groupWait 0 disables the group wait.
 	groupWait         time.Duration
 	groupWaitFraction float64
+	// pipelineDepth 0 is transport's default.
+	pipelineDepth int
 }
 
 func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdout io.Writer, log *slog.Logger) (err error) {
@@ -258,8 +261,10 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := transport.ListenAcceptor(transport.ServerConfig{
 		AcceptorConfig: transport.AcceptorConfig{
-			ID: o.id, Store: st, Logger: log, Registerer: reg,
-			GroupWait: o.groupWait, GroupWaitFraction: o.groupWaitFraction,
+			// The store itself, not the wrapper: the server pipelines
+			// groups when it is a caspaxos.PipelineStore.
+			ID: o.id, Store: st.Store, Logger: log, Registerer: reg,
+			GroupWait: o.groupWait, GroupWaitFraction: o.groupWaitFraction, PipelineDepth: o.pipelineDepth,
 		},
 		Addr:          o.listen,
 		MaxFrameBytes: o.maxFrame,

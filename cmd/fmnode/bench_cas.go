@@ -49,6 +49,7 @@ type casOptions struct {
 	childProcs   int
 	groupWait    time.Duration
 	groupWaitFr  float64
+	pipeline     int
 	proposers    int
 	// command builds the command that runs `fmnode <args>` (tests swap
 	// in a helper process); nil re-executes this binary.
@@ -133,6 +134,12 @@ type casResult struct {
 	GroupWaits      uint64  `json:"group_waits"`
 	GroupWaitsPaid  uint64  `json:"group_waits_paid"`
 	GroupWaitMsMean float64 `json:"group_wait_ms_mean"`
+	// PipelineDepth is --acceptor-pipeline-depth (0: the acceptors'
+	// default); StoreCommits the acceptors' store commits over the window,
+	// which with pipelining differ from acceptor_batches (groups handed
+	// over): records_per_commit is records per store commit.
+	PipelineDepth    int     `json:"pipeline_depth"`
+	RecordsPerCommit float64 `json:"records_per_commit"`
 	Late            uint64  `json:"late_starts,omitempty"`
 
 	NumCPU             int `json:"num_cpu"`
@@ -167,6 +174,7 @@ func runBenchCAS(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.IntVar(&o.proposers, "proposers", 1, "proposer nodes (each with its own connections); clients are spread over them, so with more than one they compete for keys")
 	fs.DurationVar(&o.groupWait, "acceptor-group-wait", 0, "the acceptors' --group-wait (0: never hold a group back)")
 	fs.Float64Var(&o.groupWaitFr, "acceptor-group-wait-fraction", transport.DefaultGroupWaitFraction, "the acceptors' --group-wait-fraction, in (0, 1]")
+	fs.IntVar(&o.pipeline, "acceptor-pipeline-depth", 0, "the acceptors' --pipeline-depth: groups in flight to the store; 1 is one store apply at a time (0: the acceptor's default)")
 	fs.IntVar(&o.childProcs, "acceptor-gomaxprocs", 1, "GOMAXPROCS of each acceptor process (0: Go's default); the acceptors and the client share the machine")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -216,6 +224,8 @@ func (o casOptions) validate() error {
 		return fmt.Errorf("--proposers %d out of range [1, 64]", o.proposers)
 	case o.childProcs < 0:
 		return fmt.Errorf("--acceptor-gomaxprocs must not be negative")
+	case o.pipeline < 0 || o.pipeline > transport.MaxPipelineDepth:
+		return fmt.Errorf("--acceptor-pipeline-depth %d out of range [0, %d]", o.pipeline, transport.MaxPipelineDepth)
 	case o.groupWait < 0 || o.groupWait > transport.MaxGroupWait:
 		return fmt.Errorf("--acceptor-group-wait %v out of range [0, %v]", o.groupWait, transport.MaxGroupWait)
 	case o.groupWaitFr < 0 || o.groupWaitFr > 1:
@@ -381,6 +391,9 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 			args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", o.accProfile, i))
 		}
 		args = append(args, "--group-wait", o.groupWait.String())
+		if o.pipeline != 0 {
+			args = append(args, "--pipeline-depth", strconv.Itoa(o.pipeline))
+		}
 		if o.groupWaitFr != 0 {
 			args = append(args, "--group-wait-fraction", strconv.FormatFloat(o.groupWaitFr, 'g', -1, 64))
 		}
@@ -524,6 +537,10 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 	if d.acc.Batches > 0 {
 		res.RecordsPerBatch = float64(d.acc.Records) / float64(d.acc.Batches)
 		res.ApplyMsMean = d.acc.ApplyS * 1e3 / float64(d.acc.Batches)
+	}
+	res.PipelineDepth = o.pipeline
+	if d.acc.Fsyncs > 0 {
+		res.RecordsPerCommit = float64(d.acc.Records) / float64(d.acc.Fsyncs)
 	}
 	if d.acc.Records > 0 {
 		res.FsyncsPerRecord = float64(d.acc.Fsyncs) / float64(d.acc.Records)
