@@ -125,9 +125,9 @@ type persistJob struct {
 	wait      func() error
 	submitted time.Time
 	msgs      []caspaxos.Message
-	routes []route
-	steps  int
-	items  int // request items stepped into the group
+	routes    []route
+	steps     int
+	items     int // request items stepped into the group
 }
 
 // persisted is persistence's report that a job is durable.
@@ -168,8 +168,8 @@ type acceptorCore struct {
 	metrics *acceptorMetrics
 	acc     *caspaxos.Acceptor
 
-	inbox   chan inbound
-	budget  *budget
+	inbox  chan inbound
+	budget *budget
 	// pipe is the store when groups are pipelined (PipelineDepth > 1).
 	pipe caspaxos.PipelineStore
 	// persist carries groups in Ready order to persistence, which makes

@@ -41,7 +41,7 @@ func newPipeStore() *pipeStore {
 }
 
 func (s *pipeStore) Load() (caspaxos.State, error) { return s.mem.Load() }
-func (s *pipeStore) Close() error                   { return s.mem.Close() }
+func (s *pipeStore) Close() error                  { return s.mem.Close() }
 
 // Apply is not used by a pipelining acceptor; it fails the test loudly if
 // it were, by never being durable in order with the submitted batches.

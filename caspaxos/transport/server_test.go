@@ -57,7 +57,7 @@ func (s *gatedStore) Apply(b caspaxos.Batch) error {
 }
 
 func (s *gatedStore) Load() (caspaxos.State, error) { return s.mem.Load() }
-func (s *gatedStore) Close() error                   { return s.mem.Close() }
+func (s *gatedStore) Close() error                  { return s.mem.Close() }
 
 func prepare(key string, counter uint64) caspaxos.Message {
 	return caspaxos.Message{Type: caspaxos.MsgPrepare, From: 7, To: 1,
@@ -122,7 +122,7 @@ func TestAcceptorDurabilityOrderAndGroupCommit(t *testing.T) {
 // failingStore fails every Apply; it is not a PipelineStore.
 type failingStore struct{ mem *caspaxos.MemoryStore }
 
-func (failingStore) Apply(caspaxos.Batch) error        { return io.ErrShortWrite }
+func (failingStore) Apply(caspaxos.Batch) error      { return io.ErrShortWrite }
 func (s failingStore) Load() (caspaxos.State, error) { return s.mem.Load() }
 func (s failingStore) Close() error                  { return s.mem.Close() }
 

@@ -140,7 +140,7 @@ type casResult struct {
 	// over): records_per_commit is records per store commit.
 	PipelineDepth    int     `json:"pipeline_depth"`
 	RecordsPerCommit float64 `json:"records_per_commit"`
-	Late            uint64  `json:"late_starts,omitempty"`
+	Late             uint64  `json:"late_starts,omitempty"`
 
 	NumCPU             int `json:"num_cpu"`
 	GoMaxProcs         int `json:"gomaxprocs"`
