@@ -1,13 +1,3 @@
-// Package pebblestore is a pebble-backed caspaxos.Store, the alternative
-// to boltstore for stores whose working set outgrows a single mmapped file,
-// or where pebble's WAL group commit beats bbolt's page writes (section 7 of
-// the design brief: ~90k synced sets/s with 64 writers against ~53k).
-//
-// Layout: key 'r'+key holds caspaxos.EncodeRecord bytes; keys under 'm'
-// hold the format magic and the age floor. Nothing else may exist. Every
-// Apply is one pebble batch committed with pebble.Sync: pebble writes it to
-// the WAL and fsyncs before returning, merging the syncs of concurrent
-// committers (its own group commit).
 package pebblestore
 
 import (

@@ -191,7 +191,26 @@ type acceptorCore struct {
 		messages, items, batches, records, replies, dropped atomic.Uint64
 		applyNanos                                          atomic.Uint64
 		groupWaits, groupWaitsPaid, groupWaitNanos          atomic.Uint64
+		durableHist                                         [DurableHistBuckets]atomic.Uint64
 	}
+}
+
+// DurableHistBuckets is the size of AcceptorStats.DurableHist; bucket i
+// counts groups made durable within DurableHistBound(i) (and above the
+// bound of bucket i-1); the last bucket also holds everything slower.
+const DurableHistBuckets = 16
+
+// DurableHistBound is the upper bound of DurableHist bucket i: 64 µs
+// doubled i times (64 µs ... ~2.1 s).
+func DurableHistBound(i int) time.Duration { return 64 * time.Microsecond << i }
+
+func durableBucket(d time.Duration) int {
+	for i := range DurableHistBuckets - 1 {
+		if d <= DurableHistBound(i) {
+			return i
+		}
+	}
+	return DurableHistBuckets - 1
 }
 
 // AcceptorStats counts what an acceptor did since it started.
@@ -212,17 +231,26 @@ type AcceptorStats struct {
 	GroupWaits     uint64
 	GroupWaitsPaid uint64
 	GroupWaitTime  time.Duration
+	// DurableHist is the distribution of the time each non-empty group
+	// took to become durable (ApplyTime's parts), in DurableHistBound
+	// buckets: the store's share of a reply's latency, tail included.
+	DurableHist [DurableHistBuckets]uint64
 }
 
 func (c *acceptorCore) snapshot() AcceptorStats {
+	var hist [DurableHistBuckets]uint64
+	for i := range hist {
+		hist[i] = c.stats.durableHist[i].Load()
+	}
 	return AcceptorStats{
-		Messages:  c.stats.messages.Load(),
-		Items:     c.stats.items.Load(),
-		Batches:   c.stats.batches.Load(),
-		Records:   c.stats.records.Load(),
-		Replies:   c.stats.replies.Load(),
-		Dropped:   c.stats.dropped.Load(),
-		ApplyTime: time.Duration(c.stats.applyNanos.Load()),
+		DurableHist: hist,
+		Messages:    c.stats.messages.Load(),
+		Items:       c.stats.items.Load(),
+		Batches:     c.stats.batches.Load(),
+		Records:     c.stats.records.Load(),
+		Replies:     c.stats.replies.Load(),
+		Dropped:     c.stats.dropped.Load(),
+		ApplyTime:   time.Duration(c.stats.applyNanos.Load()),
 
 		GroupWaits:     c.stats.groupWaits.Load(),
 		GroupWaitsPaid: c.stats.groupWaitsPaid.Load(),
@@ -568,6 +596,7 @@ func (c *acceptorCore) persistOne(job *persistJob) (time.Duration, error) {
 	took := time.Since(start)
 	c.metrics.fsync.Observe(took.Seconds())
 	c.stats.applyNanos.Add(uint64(took))
+	c.stats.durableHist[durableBucket(took)].Add(1)
 	return took, nil
 }
 

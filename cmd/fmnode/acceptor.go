@@ -46,6 +46,9 @@ type acceptorStats struct {
 	GroupWaits     uint64  `json:"group_waits"`
 	GroupWaitsPaid uint64  `json:"group_waits_paid"`
 	GroupWaitS     float64 `json:"group_wait_s"`
+	// DurableHist counts groups by the time they took to become durable,
+	// in transport.DurableHistBound buckets.
+	DurableHist []uint64 `json:"durable_hist"`
 }
 
 const statsPrefix = "stats "
@@ -290,6 +293,7 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 			ID: uint64(o.id), Store: o.store, Shards: st.shards, Fsyncs: st.fsyncs(), Batches: s.Batches, Messages: s.Messages,
 			Items: s.Items, Records: s.Records, Replies: s.Replies, Dropped: s.Dropped, ApplyS: s.ApplyTime.Seconds(),
 			GroupWaits: s.GroupWaits, GroupWaitsPaid: s.GroupWaitsPaid, GroupWaitS: s.GroupWaitTime.Seconds(),
+			DurableHist: s.DurableHist[:],
 		})
 		out.printf("%s%s\n", statsPrefix, b)
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/caspaxos/transport"
 )
 
 // TestHelperAcceptorProcess is not a test: it is the acceptor child that
@@ -205,4 +207,23 @@ func TestHistBuckets(t *testing.T) {
 func TestMsRounding(t *testing.T) {
 	assert.Equal(t, 1.235, ms(1234567*time.Nanosecond))
 	assert.True(t, strings.HasPrefix(time.Duration(0).String(), "0"))
+}
+
+func TestDurableQuantiles(t *testing.T) {
+	tests := map[string]struct {
+		hist         []uint64
+		p50, p99, mx float64
+	}{
+		"empty":          {hist: make([]uint64, transport.DurableHistBuckets)},
+		"one bucket":     {hist: []uint64{0, 0, 10}, p50: 0.256, p99: 0.256, mx: 0.256},
+		"tail bucket":    {hist: []uint64{98, 0, 0, 2}, p50: 0.064, p99: 0.512, mx: 0.512},
+		"1% in the tail": {hist: []uint64{0, 99, 0, 0, 1}, p50: 0.128, p99: 1.024, mx: 1.024},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			qs, mx := durableQuantiles(tc.hist, 0.5, 0.99)
+			assert.Equal(t, []float64{tc.p50, tc.p99}, qs)
+			assert.Equal(t, tc.mx, mx)
+		})
+	}
 }
