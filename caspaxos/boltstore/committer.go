@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -126,6 +127,14 @@ func (s *Store) commitLoop() {
 			r.done <- err
 		}
 		clear(group) // drop references to delivered batches
+		if len(s.queue) > 0 {
+			// Let the callers just woken run before the next commit's
+			// work takes the P: with few Ps (an acceptor process runs on
+			// one) a pipelining acceptor's replies would otherwise wait
+			// for that commit's tree updates and page writes, and for
+			// the scheduler to take the P back from its fdatasync.
+			runtime.Gosched()
+		}
 	}
 }
 
