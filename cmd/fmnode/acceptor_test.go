@@ -171,6 +171,9 @@ func TestRunAcceptorFlags(t *testing.T) {
 		"bad listen":    {args: []string{"--id", "1", "--store", "memory", "--listen", "256.0.0.1:x"}, code: 1, want: "listen"},
 		"tiny frames":   {args: []string{"--id", "1", "--store", "memory", "--max-frame-bytes", "10"}, code: 1, want: "MaxFrameBytes"},
 		"help":          {args: []string{"-h"}, code: 0, want: "control-stdin"},
+		"pipeline and group wait": {args: []string{"--id", "1", "--store", "memory", "--group-wait", "1ms", "--pipeline-depth", "4"},
+			code: 1, want: "PipelineDepth"},
+		"pipeline too deep": {args: []string{"--id", "1", "--store", "memory", "--pipeline-depth", "5000"}, code: 1, want: "PipelineDepth"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

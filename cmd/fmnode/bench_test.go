@@ -48,9 +48,11 @@ func TestBenchCASEndToEnd(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	tests := map[string]casOptions{
-		"closed loop bbolt": {store: "bbolt", clients: 8},
-		"open loop memory":  {store: "memory", clients: 4, rate: 500, maxInflight: 16},
-		"two proposers":     {store: "memory", clients: 8, proposers: 2},
+		"closed loop bbolt":         {store: "bbolt", clients: 8},
+		"bbolt one group at a time": {store: "bbolt", clients: 8, pipeline: 1},
+		"closed loop pebble":        {store: "pebble", clients: 8},
+		"open loop memory":          {store: "memory", clients: 4, rate: 500, maxInflight: 16},
+		"two proposers":             {store: "memory", clients: 8, proposers: 2},
 	}
 	for name, o := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -88,6 +90,13 @@ func TestBenchCASEndToEnd(t *testing.T) {
 			assert.Positive(t, res.FsyncsPerSec)
 			assert.Positive(t, res.FsyncBaselinePerSec)
 			assert.Positive(t, res.ItemsPerMessage)
+			assert.Equal(t, o.pipeline, res.PipelineDepth)
+			assert.Positive(t, res.DurableP50Ms, "the acceptors' durability histogram")
+			assert.GreaterOrEqual(t, res.DurableP99Ms, res.DurableP50Ms)
+			assert.GreaterOrEqual(t, res.DurableMaxMs, res.DurableP99Ms)
+			if o.store != "memory" {
+				assert.Positive(t, res.RecordsPerCommit)
+			}
 			switch {
 			case o.store != "bbolt":
 				assert.Zero(t, res.Shards)
