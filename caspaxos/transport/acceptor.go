@@ -47,10 +47,12 @@ type AcceptorConfig struct {
 	// and only with a store that implements caspaxos.PipelineStore, the
 	// loop submits each group as soon as it is stepped (up to this many in
 	// flight) and replies leave as each becomes durable, in order; the
-	// store merges what queued into its next commit. Zero: 1 when
-	// GroupWait is set (the wait holds a group back relative to the last
-	// one's durability, which means one at a time) or the store cannot
-	// pipeline, else DefaultPipelineDepth. At most MaxPipelineDepth.
+	// store merges what queued into its next commit. Zero means 1: the
+	// pipeline is opt-in per store, because measured it paid for pebble's
+	// tail and not for bbolt (docs/BENCHMARKS.md); `fmnode acceptor`
+	// picks DefaultPipelineDepth for pebble and memory. It must be 1 with
+	// GroupWait (the wait holds a group back relative to the last one's
+	// durability, which means one at a time). At most MaxPipelineDepth.
 	PipelineDepth int
 	// Logger receives connection and failure events; nil discards them.
 	Logger *slog.Logger
@@ -77,9 +79,6 @@ func (c AcceptorConfig) withDefaults() (AcceptorConfig, error) {
 	_, canPipeline := c.Store.(caspaxos.PipelineStore)
 	if c.PipelineDepth == 0 {
 		c.PipelineDepth = 1
-		if canPipeline && c.GroupWait == 0 {
-			c.PipelineDepth = DefaultPipelineDepth
-		}
 	}
 	switch {
 	case c.PipelineDepth < 1 || c.PipelineDepth > MaxPipelineDepth:
@@ -156,7 +155,9 @@ type persisted struct {
 // each group's replies once its wait returned. Measured with `fmnode bench
 // cas`, this takes the acceptor's own turnaround (route replies, wake the
 // loop, take the next Ready, hand it over) out of the time between two
-// commits (docs/BENCHMARKS.md).
+// commits: 1.25x on the memory store, a lower open-loop p99 on pebble, no
+// gain on bbolt, whose commits stay serial behind two fdatasyncs
+// (docs/BENCHMARKS.md).
 //
 // Either way replies leave in Ready order, each after its own batch and
 // every earlier batch is durable (rule 3): persistence handles groups

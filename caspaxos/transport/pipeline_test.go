@@ -143,7 +143,7 @@ func sendSubmitted(t *testing.T, st *pipeStore, tr Transport, counter uint64, ke
 // is durable, and still sends no reply before its batch and every earlier
 // one is durable.
 func TestAcceptorPipelineRepliesAfterDurable(t *testing.T) {
-	st, a, tr := startPipeAcceptor(t, 0)
+	st, a, tr := startPipeAcceptor(t, DefaultPipelineDepth)
 	sendSubmitted(t, st, tr, 1, "a")
 	sendSubmitted(t, st, tr, 1, "b", "c")
 	assert.GreaterOrEqual(t, st.pendingCount(), 2, "the second group is submitted while the first is pending")
@@ -166,7 +166,7 @@ func TestAcceptorPipelineRepliesAfterDurable(t *testing.T) {
 // being persisted) yields a group with an empty batch; its reply reveals
 // that promise, so it too waits until the earlier batch is durable.
 func TestAcceptorPipelineEmptyBatchWaitsBehind(t *testing.T) {
-	st, a, tr := startPipeAcceptor(t, 0)
+	st, a, tr := startPipeAcceptor(t, DefaultPipelineDepth)
 	sendSubmitted(t, st, tr, 5, "x")
 	require.NoError(t, tr.Send(prepare("x", 3))) // refused: promised 5
 	waitFor(t, "refusal stepped", func() bool { return a.Stats().Messages == 2 })
@@ -200,7 +200,7 @@ func TestAcceptorPipelineDepthBound(t *testing.T) {
 // reply arrives once, after its batch is durable, in batch order, and the
 // submit order is the order batches become durable.
 func TestAcceptorPipelineOrder(t *testing.T) {
-	st, a, tr := startPipeAcceptor(t, 0)
+	st, a, tr := startPipeAcceptor(t, DefaultPipelineDepth)
 	const n = 300
 	stop := make(chan struct{})
 	releaser := make(chan struct{})
@@ -272,13 +272,14 @@ func TestAcceptorPipelineConfig(t *testing.T) {
 		depth   int
 		wantErr string
 	}{
-		"pipeline store: default depth": {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore()}, depth: DefaultPipelineDepth},
-		"group wait: one at a time":     {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore(), GroupWait: time.Millisecond}, depth: 1},
-		"plain store: one at a time":    {cfg: AcceptorConfig{Store: newGatedStore()}, depth: 1},
-		"plain store, depth asked":      {cfg: AcceptorConfig{Store: newGatedStore(), PipelineDepth: 4}, wantErr: "PipelineDepth"},
-		"group wait and depth":          {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore(), GroupWait: time.Millisecond, PipelineDepth: 4}, wantErr: "PipelineDepth"},
-		"depth too large":               {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore(), PipelineDepth: MaxPipelineDepth + 1}, wantErr: "PipelineDepth"},
-		"negative depth":                {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore(), PipelineDepth: -1}, wantErr: "PipelineDepth"},
+		"pipeline store: one at a time unless asked": {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore()}, depth: 1},
+		"pipeline store, depth asked":                {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore(), PipelineDepth: 8}, depth: 8},
+		"group wait: one at a time":                  {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore(), GroupWait: time.Millisecond}, depth: 1},
+		"plain store: one at a time":                 {cfg: AcceptorConfig{Store: newGatedStore()}, depth: 1},
+		"plain store, depth asked":                   {cfg: AcceptorConfig{Store: newGatedStore(), PipelineDepth: 4}, wantErr: "PipelineDepth"},
+		"group wait and depth":                       {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore(), GroupWait: time.Millisecond, PipelineDepth: 4}, wantErr: "PipelineDepth"},
+		"depth too large":                            {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore(), PipelineDepth: MaxPipelineDepth + 1}, wantErr: "PipelineDepth"},
+		"negative depth":                             {cfg: AcceptorConfig{Store: caspaxos.NewMemoryStore(), PipelineDepth: -1}, wantErr: "PipelineDepth"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -89,8 +89,9 @@ const (
 	// default, AcceptorConfig.GroupWait); MaxGroupWait bounds GroupWait.
 	DefaultGroupWaitFraction = 0.5
 	MaxGroupWait             = 100 * time.Millisecond
-	// DefaultPipelineDepth is AcceptorConfig.PipelineDepth's default for a
-	// caspaxos.PipelineStore; MaxPipelineDepth bounds it.
+	// DefaultPipelineDepth is the AcceptorConfig.PipelineDepth that
+	// `fmnode acceptor` uses for the stores it pipelines by default
+	// (pebble, memory); MaxPipelineDepth bounds it.
 	DefaultPipelineDepth = 64
 	MaxPipelineDepth     = 1024
 	// MinFrameBytes is the smallest frame bound allowed: one item of the

@@ -165,6 +165,23 @@ func openStore(kind, dir string, shards int, layout boltstore.Layout, log *slog.
 	return openedStore{}, fmt.Errorf("unknown --store %q (bbolt, pebble, memory)", kind)
 }
 
+// defaultPipelineDepth is the acceptor's --pipeline-depth when not given.
+// pebble's commit pipeline overlaps its WAL writes with the WAL sync, and
+// pipelining cut its open-loop p99 (docs/BENCHMARKS.md, issue 18); bbolt
+// commits one transaction at a time behind two fdatasyncs, and there it
+// gained no throughput and did not cut the tail in the same measurements,
+// so bbolt keeps one store apply at a time (as do the group wait and the
+// sharded store) until a measurement says otherwise.
+func defaultPipelineDepth(store string, groupWait time.Duration) int {
+	switch {
+	case groupWait > 0:
+		return 1
+	case store == "pebble" || store == "memory" || store == "mem":
+		return transport.DefaultPipelineDepth
+	}
+	return 1
+}
+
 func parseLogLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
@@ -192,7 +209,7 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	metricsAddr := fs.String("metrics-listen", "", "serve Prometheus metrics on this address at /metrics (empty: off)")
 	groupWait := fs.Duration("group-wait", 0, fmt.Sprintf("longest a group is held back for requests to join it after the previous one is durable; 0: never (at most %v)", transport.MaxGroupWait))
 	groupWaitFraction := fs.Float64("group-wait-fraction", transport.DefaultGroupWaitFraction, "the group wait's bound as a fraction of the last store apply, in (0, 1]")
-	pipelineDepth := fs.Int("pipeline-depth", 0, fmt.Sprintf("groups handed to the store and not yet durable; 1: one store apply at a time (0: %d for bbolt, pebble and memory, 1 with --group-wait or --shards above 1)", transport.DefaultPipelineDepth))
+	pipelineDepth := fs.Int("pipeline-depth", 0, fmt.Sprintf("groups handed to the store and not yet durable; 1: one store apply at a time (0: %d for pebble and memory, 1 for bbolt and with --group-wait)", transport.DefaultPipelineDepth))
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -260,6 +277,10 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 			err = fmt.Errorf("close store: %w", cerr)
 		}
 	}()
+	depth := o.pipelineDepth
+	if depth == 0 {
+		depth = defaultPipelineDepth(o.store, o.groupWait)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := transport.ListenAcceptor(transport.ServerConfig{
@@ -267,7 +288,7 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 			// The store itself, not the wrapper: the server pipelines
 			// groups when it is a caspaxos.PipelineStore.
 			ID: o.id, Store: st.Store, Logger: log, Registerer: reg,
-			GroupWait: o.groupWait, GroupWaitFraction: o.groupWaitFraction, PipelineDepth: o.pipelineDepth,
+			GroupWait: o.groupWait, GroupWaitFraction: o.groupWaitFraction, PipelineDepth: depth,
 		},
 		Addr:          o.listen,
 		MaxFrameBytes: o.maxFrame,

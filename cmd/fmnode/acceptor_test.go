@@ -302,3 +302,21 @@ func TestResolveBoltShards(t *testing.T) {
 		})
 	}
 }
+
+func TestDefaultPipelineDepth(t *testing.T) {
+	tests := map[string]struct {
+		store     string
+		groupWait time.Duration
+		want      int
+	}{
+		"pebble pipelines":         {store: "pebble", want: transport.DefaultPipelineDepth},
+		"memory pipelines":         {store: "memory", want: transport.DefaultPipelineDepth},
+		"bbolt one at a time":      {store: "bbolt", want: 1},
+		"group wait one at a time": {store: "pebble", groupWait: time.Millisecond, want: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, defaultPipelineDepth(tc.store, tc.groupWait))
+		})
+	}
+}

@@ -48,11 +48,11 @@ func TestBenchCASEndToEnd(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	tests := map[string]casOptions{
-		"closed loop bbolt":         {store: "bbolt", clients: 8},
-		"bbolt one group at a time": {store: "bbolt", clients: 8, pipeline: 1},
-		"closed loop pebble":        {store: "pebble", clients: 8},
-		"open loop memory":          {store: "memory", clients: 4, rate: 500, maxInflight: 16},
-		"two proposers":             {store: "memory", clients: 8, proposers: 2},
+		"closed loop bbolt":  {store: "bbolt", clients: 8},
+		"bbolt pipelined":    {store: "bbolt", clients: 8, pipeline: 8},
+		"closed loop pebble": {store: "pebble", clients: 8},
+		"open loop memory":   {store: "memory", clients: 4, rate: 500, maxInflight: 16},
+		"two proposers":      {store: "memory", clients: 8, proposers: 2},
 	}
 	for name, o := range tests {
 		t.Run(name, func(t *testing.T) {
