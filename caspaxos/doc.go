@@ -63,7 +63,9 @@
 // Acceptor: Step requests, then Ready returns a Batch to persist and the
 // replies that depend on it. The driver makes the batch durable (Store.Apply,
 // fsync) before sending the replies; stepping many requests before one Ready
-// is group commit. Proposer: Propose, Step replies, Tick with the driver's
+// is group commit. A PipelineStore lets the driver hand over the next
+// Ready's batch before the last is durable (Submit keeps the order on
+// disk), as long as replies still leave in Ready order after their waits. Proposer: Propose, Step replies, Tick with the driver's
 // clock; Ready returns messages (one per acceptor and type, many keys each,
 // bounded by MaxBatchItems) and finished Results. NextDeadline tells the
 // driver when to Tick next. Time is a time.Duration that drivers should make

@@ -27,7 +27,7 @@ type MemoryStore struct {
 	applies  uint64
 }
 
-var _ Store = (*MemoryStore)(nil)
+var _ PipelineStore = (*MemoryStore)(nil)
 
 // NewMemoryStore returns an empty store.
 func NewMemoryStore() *MemoryStore {
@@ -72,6 +72,16 @@ func (s *MemoryStore) Apply(b Batch) error {
 	}
 	s.applies++
 	return nil
+}
+
+// Submit is Apply for PipelineStore: the memory store is durable when the
+// call returns, so the wait it hands back returns nil at once. Order and
+// atomicity follow from Apply's lock.
+func (s *MemoryStore) Submit(b Batch) (func() error, error) {
+	if err := s.Apply(b); err != nil {
+		return nil, err
+	}
+	return durableNow, nil
 }
 
 // Close marks the store closed; later Load and Apply calls fail with

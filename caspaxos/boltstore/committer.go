@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -13,6 +14,8 @@ import (
 type request struct {
 	batch caspaxos.Batch
 	done  chan error // buffered (1): the committer never blocks on a waiter
+	// pipelined: from Submit; a group holding one is not lingered on.
+	pipelined bool
 }
 
 // requestOverheadBytes approximates the encoding overhead of a record
@@ -48,7 +51,8 @@ func (r *request) sizeBytes() int {
 // briefly for the writers it just woke: until the group is as large as the
 // number in flight at the end of the last commit (that group plus what had
 // queued meanwhile), and never longer than half the last commit's duration
-// (capped at maxLinger). A lone writer is never made to wait.
+// (capped at maxLinger). A lone writer is never made to wait, and neither
+// is a group holding a Submit batch (see Submit).
 //
 // It exits when Close closes the queue, after committing what was queued.
 func (s *Store) commitLoop() {
@@ -70,6 +74,7 @@ func (s *Store) commitLoop() {
 		}
 		group = append(group[:0], first)
 		size := first.sizeBytes()
+		pipelined := first.pipelined
 		full := func() bool { return len(group) >= s.opts.MaxGroupBatches || size >= s.opts.MaxGroupBytes }
 	drain:
 		for !full() {
@@ -80,11 +85,12 @@ func (s *Store) commitLoop() {
 				}
 				group = append(group, r)
 				size += r.sizeBytes()
+				pipelined = pipelined || r.pipelined
 			default:
 				break drain
 			}
 		}
-		if len(group) < inflight && linger > 0 && !full() {
+		if len(group) < inflight && linger > 0 && !full() && !pipelined {
 			timer.Reset(linger)
 		wait:
 			for len(group) < inflight && !full() {
@@ -121,6 +127,14 @@ func (s *Store) commitLoop() {
 			r.done <- err
 		}
 		clear(group) // drop references to delivered batches
+		if len(s.queue) > 0 {
+			// Let the callers just woken run before the next commit's
+			// work takes the P: with few Ps (an acceptor process runs on
+			// one) a pipelining acceptor's replies would otherwise wait
+			// for that commit's tree updates and page writes, and for
+			// the scheduler to take the P back from its fdatasync.
+			runtime.Gosched()
+		}
 	}
 }
 

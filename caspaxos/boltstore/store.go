@@ -1,29 +1,3 @@
-// Package boltstore is the default durable caspaxos.Store: one bbolt file
-// per acceptor, with a group committer so that concurrent Apply calls share
-// one transaction and one fsync.
-//
-// Two layouts, told apart by the format magic in the meta bucket; a file is
-// always opened in the layout it holds, never migrated:
-//
-// LayoutLog (format v2, the default for new files): records are appended to
-// a log under increasing sequence numbers, with bounded compaction inside
-// the committer; see logstore.go. A commit of ~35 records over 1000 keys
-// writes ~6 pages instead of ~25-33.
-//
-// LayoutInPlace (format v1): bucket "records" maps 'r'+key to
-// caspaxos.EncodeRecord bytes (the prefix exists because bbolt refuses
-// empty keys, and the acceptor keeps its erase floor under the empty key);
-// bucket "meta" holds the format magic, the age floor and a digest of the
-// records (see digest).
-//
-// Every value carries its own CRC-32C, so corruption inside a page, which
-// bbolt does not checksum, is still caught.
-//
-// Damage handling: Open vets the meta pages and walks the whole page graph
-// with bounds-checked reads (checkFile, checkPages) before bbolt maps the
-// file, decodes every record, and checks the digest. A damaged file fails
-// with caspaxos.ErrCorrupt naming it; bbolt never gets to fault, panic or
-// loop on it, and Open never re-initialises a file it cannot read.
 package boltstore
 
 import (

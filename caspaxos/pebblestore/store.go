@@ -1,13 +1,3 @@
-// Package pebblestore is a pebble-backed caspaxos.Store, the alternative
-// to boltstore for stores whose working set outgrows a single mmapped file,
-// or where pebble's WAL group commit beats bbolt's page writes (section 7 of
-// the design brief: ~90k synced sets/s with 64 writers against ~53k).
-//
-// Layout: key 'r'+key holds caspaxos.EncodeRecord bytes; keys under 'm'
-// hold the format magic and the age floor. Nothing else may exist. Every
-// Apply is one pebble batch committed with pebble.Sync: pebble writes it to
-// the WAL and fsyncs before returning, merging the syncs of concurrent
-// committers (its own group commit).
 package pebblestore
 
 import (
@@ -383,19 +373,34 @@ func (s *Store) Apply(b caspaxos.Batch) error {
 		return nil
 	}
 	if err := s.commit(b); err != nil {
-		failed := fmt.Errorf("pebblestore: %s: store failed by an earlier commit: %w", s.dir, err)
-		if s.failed.CompareAndSwap(nil, &failed) {
-			s.log.Error("commit failed; store refuses further writes until reopened", "err", err)
-		}
-		return fmt.Errorf("pebblestore: %s: apply: %w", s.dir, err)
+		return s.failCommit(err)
 	}
 	s.commits.Add(1)
 	return nil
 }
 
+// failCommit fails the store by err (the first failure is kept and logged)
+// and returns the error for the caller.
+func (s *Store) failCommit(err error) error {
+	failed := fmt.Errorf("pebblestore: %s: store failed by an earlier commit: %w", s.dir, err)
+	if s.failed.CompareAndSwap(nil, &failed) {
+		s.log.Error("commit failed; store refuses further writes until reopened", "err", err)
+	}
+	return fmt.Errorf("pebblestore: %s: apply: %w", s.dir, err)
+}
+
 func (s *Store) commit(b caspaxos.Batch) error {
-	pb := s.db.NewBatch()
+	pb, err := s.batch(b)
 	defer pb.Close()
+	if err != nil {
+		return err
+	}
+	return pb.Commit(pebble.Sync)
+}
+
+// batch builds the pebble batch for b; the caller closes it.
+func (s *Store) batch(b caspaxos.Batch) (*pebble.Batch, error) {
+	pb := s.db.NewBatch()
 	// Batch.Set copies key and value, so one scratch buffer serves all.
 	var buf []byte
 	for _, r := range b.Put {
@@ -404,21 +409,21 @@ func (s *Store) commit(b caspaxos.Batch) error {
 		klen := len(buf)
 		buf = caspaxos.EncodeRecord(buf, r)
 		if err := pb.Set(buf[:klen], buf[klen:], nil); err != nil {
-			return fmt.Errorf("put %q: %w", r.Key, err)
+			return pb, fmt.Errorf("put %q: %w", r.Key, err)
 		}
 	}
 	for _, k := range b.Delete {
 		buf = append(append(buf[:0], recordPrefix), k...)
 		if err := pb.Delete(buf, nil); err != nil {
-			return fmt.Errorf("delete %q: %w", k, err)
+			return pb, fmt.Errorf("delete %q: %w", k, err)
 		}
 	}
 	if b.AgeFloor != 0 {
 		if err := pb.Set([]byte(metaAgeFloor), caspaxos.EncodeAgeFloor(nil, b.AgeFloor), nil); err != nil {
-			return fmt.Errorf("put age floor: %w", err)
+			return pb, fmt.Errorf("put age floor: %w", err)
 		}
 	}
-	return pb.Commit(pebble.Sync)
+	return pb, nil
 }
 
 // Close waits for in-flight Apply and Load calls and closes the database.

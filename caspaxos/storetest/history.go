@@ -65,3 +65,16 @@ func (h *History) Index(st caspaxos.State) int {
 	}
 	return -1
 }
+
+// Prefix returns the history of the first n batches applied to h: what a
+// crash test continues from when recovery kept only those.
+func (h *History) Prefix(n int) *History {
+	p := NewHistory()
+	p.states = append(p.states[:0], h.states[:n+1]...)
+	last := p.states[n]
+	p.floor = last.AgeFloor
+	for _, r := range last.Records {
+		p.records[r.Key] = r
+	}
+	return p
+}

@@ -57,6 +57,23 @@ func Run(t *testing.T, open Opener) {
 			c.fn(t, h)
 		})
 	}
+	// The PipelineStore cases, for stores that implement it (checked on
+	// a store of their own, so a store that does not is simply skipped).
+	probe := open(t, t.TempDir())
+	_, pipelines := probe.(caspaxos.PipelineStore)
+	require.NoError(t, probe.Close())
+	if !pipelines {
+		return
+	}
+	for _, c := range pipelineCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h := &harness{t: t, open: open, dir: t.TempDir(), model: NewHistory()}
+			h.s = open(t, h.dir)
+			t.Cleanup(func() { _ = h.s.Close() })
+			c.fn(t, h, h.s.(caspaxos.PipelineStore))
+		})
+	}
 }
 
 // harness keeps a store and the history of what it must hold.

@@ -30,8 +30,10 @@ import (
 
 // gatedStore holds every Apply until the test releases it, and records
 // what each Apply carried.
+// It is deliberately not a caspaxos.PipelineStore (the memory store it
+// wraps is not embedded), so the acceptor persists one group at a time.
 type gatedStore struct {
-	*caspaxos.MemoryStore
+	mem     *caspaxos.MemoryStore
 	gate    chan struct{}
 	mu      sync.Mutex
 	applied []caspaxos.Batch
@@ -39,13 +41,13 @@ type gatedStore struct {
 }
 
 func newGatedStore() *gatedStore {
-	return &gatedStore{MemoryStore: caspaxos.NewMemoryStore(), gate: make(chan struct{}), entered: make(chan struct{}, 100)}
+	return &gatedStore{mem: caspaxos.NewMemoryStore(), gate: make(chan struct{}), entered: make(chan struct{}, 100)}
 }
 
 func (s *gatedStore) Apply(b caspaxos.Batch) error {
 	s.entered <- struct{}{}
 	<-s.gate
-	if err := s.MemoryStore.Apply(b); err != nil {
+	if err := s.mem.Apply(b); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -53,6 +55,9 @@ func (s *gatedStore) Apply(b caspaxos.Batch) error {
 	s.mu.Unlock()
 	return nil
 }
+
+func (s *gatedStore) Load() (caspaxos.State, error) { return s.mem.Load() }
+func (s *gatedStore) Close() error                  { return s.mem.Close() }
 
 func prepare(key string, counter uint64) caspaxos.Message {
 	return caspaxos.Message{Type: caspaxos.MsgPrepare, From: 7, To: 1,
@@ -114,31 +119,56 @@ func TestAcceptorDurabilityOrderAndGroupCommit(t *testing.T) {
 	assert.Len(t, st.applied[1].Put, 10, "ten requests, one fsync")
 }
 
-// failingStore fails every Apply.
-type failingStore struct{ *caspaxos.MemoryStore }
+// failingStore fails every Apply; it is not a PipelineStore.
+type failingStore struct{ mem *caspaxos.MemoryStore }
 
-func (failingStore) Apply(caspaxos.Batch) error { return io.ErrShortWrite }
+func (failingStore) Apply(caspaxos.Batch) error      { return io.ErrShortWrite }
+func (s failingStore) Load() (caspaxos.State, error) { return s.mem.Load() }
+func (s failingStore) Close() error                  { return s.mem.Close() }
+
+// failingPipeStore is a PipelineStore whose commits fail: at Submit
+// (atSubmit) or when the wait learns of the failed fsync.
+type failingPipeStore struct {
+	failingStore
+	atSubmit bool
+}
+
+func (s failingPipeStore) Submit(caspaxos.Batch) (func() error, error) {
+	if s.atSubmit {
+		return nil, io.ErrShortWrite
+	}
+	return func() error { return io.ErrShortWrite }, nil
+}
 
 func TestAcceptorStopsOnStoreFailure(t *testing.T) {
-	logs := &logBuffer{}
-	srv, err := ListenAcceptor(ServerConfig{
-		AcceptorConfig: AcceptorConfig{ID: 1, Store: failingStore{caspaxos.NewMemoryStore()}, Logger: logs.logger()},
-		Addr:           "127.0.0.1:0",
-	})
-	require.NoError(t, err)
-	tr, err := DialTCP(ClientConfig{Peers: map[caspaxos.NodeID]string{1: srv.Addr().String()}})
-	require.NoError(t, err)
-	defer tr.Close()
-	require.NoError(t, tr.WaitConnected(context.Background()))
-	require.NoError(t, tr.Send(prepare("k", 1)))
-	select {
-	case <-srv.Dead():
-	case <-time.After(5 * time.Second):
-		t.Fatal("acceptor kept running after a failed Apply")
+	plain := failingStore{caspaxos.NewMemoryStore()}
+	for name, st := range map[string]caspaxos.Store{
+		"apply":  plain,
+		"wait":   failingPipeStore{failingStore: plain},
+		"submit": failingPipeStore{failingStore: plain, atSubmit: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			logs := &logBuffer{}
+			srv, err := ListenAcceptor(ServerConfig{
+				AcceptorConfig: AcceptorConfig{ID: 1, Store: st, Logger: logs.logger()},
+				Addr:           "127.0.0.1:0",
+			})
+			require.NoError(t, err)
+			tr, err := DialTCP(ClientConfig{Peers: map[caspaxos.NodeID]string{1: srv.Addr().String()}})
+			require.NoError(t, err)
+			defer tr.Close()
+			require.NoError(t, tr.WaitConnected(context.Background()))
+			require.NoError(t, tr.Send(prepare("k", 1)))
+			select {
+			case <-srv.Dead():
+			case <-time.After(5 * time.Second):
+				t.Fatal("acceptor kept running after a failed commit")
+			}
+			expectNoReply(t, tr, 50*time.Millisecond)
+			assert.ErrorIs(t, srv.Close(), io.ErrShortWrite)
+			assert.Contains(t, logs.String(), "acceptor stopped")
+		})
 	}
-	expectNoReply(t, tr, 50*time.Millisecond)
-	assert.ErrorIs(t, srv.Close(), io.ErrShortWrite)
-	assert.Contains(t, logs.String(), "acceptor stopped")
 }
 
 func rawConn(t *testing.T, addr string) net.Conn {

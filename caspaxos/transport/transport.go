@@ -4,12 +4,15 @@
 // The acceptor side is an AcceptorServer (TCP, optionally TLS) or a
 // MemAcceptor (in process). Both drive one caspaxos.Acceptor from a single
 // loop goroutine: requests from every connection are stepped together, one
-// Ready is taken for all of them, its batch is persisted with one
-// Store.Apply (one fsync: group commit), and only then are the replies
-// routed back to the connections they came from. Persistence runs in a
-// second goroutine so that stepping the next group overlaps the fsync of
-// the current one; batches are applied one at a time, in order, so a later
-// group's replies never leave before an earlier group is durable.
+// Ready is taken for all of them, its batch is made durable, and only then
+// are the replies routed back to the connections they came from. With a
+// caspaxos.PipelineStore the loop submits each group as soon as it is
+// stepped (up to PipelineDepth in flight) and the store merges what queued
+// into its next commit; otherwise persistence applies one group at a time
+// with Store.Apply while the loop steps the next. Either way a second
+// goroutine routes each group's replies in group order once it (and every
+// earlier group) is durable, so a later group's replies never leave before
+// an earlier group is durable.
 //
 // The proposer side is a ProposerNode: one caspaxos.Proposer in a loop
 // goroutine, fed by concurrent Propose callers, by acceptor replies from a
@@ -86,6 +89,11 @@ const (
 	// default, AcceptorConfig.GroupWait); MaxGroupWait bounds GroupWait.
 	DefaultGroupWaitFraction = 0.5
 	MaxGroupWait             = 100 * time.Millisecond
+	// DefaultPipelineDepth is the AcceptorConfig.PipelineDepth that
+	// `fmnode acceptor` uses for the stores it pipelines by default
+	// (pebble, memory); MaxPipelineDepth bounds it.
+	DefaultPipelineDepth = 64
+	MaxPipelineDepth     = 1024
 	// MinFrameBytes is the smallest frame bound allowed: one item of the
 	// largest key and value must fit in a frame.
 	MinFrameBytes = caspaxos.MaxKeyBytes + caspaxos.MaxValueBytes + 4096

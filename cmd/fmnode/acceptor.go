@@ -46,6 +46,9 @@ type acceptorStats struct {
 	GroupWaits     uint64  `json:"group_waits"`
 	GroupWaitsPaid uint64  `json:"group_waits_paid"`
 	GroupWaitS     float64 `json:"group_wait_s"`
+	// DurableHist counts groups by the time they took to become durable,
+	// in transport.DurableHistBound buckets.
+	DurableHist []uint64 `json:"durable_hist"`
 }
 
 const statsPrefix = "stats "
@@ -162,6 +165,23 @@ func openStore(kind, dir string, shards int, layout boltstore.Layout, log *slog.
 	return openedStore{}, fmt.Errorf("unknown --store %q (bbolt, pebble, memory)", kind)
 }
 
+// defaultPipelineDepth is the acceptor's --pipeline-depth when not given.
+// pebble's commit pipeline overlaps its WAL writes with the WAL sync, and
+// pipelining cut its open-loop p99 (docs/BENCHMARKS.md, issue 18); bbolt
+// commits one transaction at a time behind two fdatasyncs, and there it
+// gained no throughput and did not cut the tail in the same measurements,
+// so bbolt keeps one store apply at a time (as do the group wait and the
+// sharded store) until a measurement says otherwise.
+func defaultPipelineDepth(store string, groupWait time.Duration) int {
+	switch {
+	case groupWait > 0:
+		return 1
+	case store == "pebble" || store == "memory" || store == "mem":
+		return transport.DefaultPipelineDepth
+	}
+	return 1
+}
+
 func parseLogLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
@@ -189,6 +209,7 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	metricsAddr := fs.String("metrics-listen", "", "serve Prometheus metrics on this address at /metrics (empty: off)")
 	groupWait := fs.Duration("group-wait", 0, fmt.Sprintf("longest a group is held back for requests to join it after the previous one is durable; 0: never (at most %v)", transport.MaxGroupWait))
 	groupWaitFraction := fs.Float64("group-wait-fraction", transport.DefaultGroupWaitFraction, "the group wait's bound as a fraction of the last store apply, in (0, 1]")
+	pipelineDepth := fs.Int("pipeline-depth", 0, fmt.Sprintf("groups handed to the store and not yet durable; 1: one store apply at a time (0: %d for pebble and memory, 1 for bbolt and with --group-wait)", transport.DefaultPipelineDepth))
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -210,7 +231,7 @@ func runAcceptor(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err := serveAcceptor(ctx, acceptorOptions{
 		id: caspaxos.NodeID(*id), listen: *listen, store: *storeKind, dir: *dataDir, shards: *shards, layout: layout,
 		maxFrame: *maxFrame, idle: *idle, cpuProfile: *cpuProfile, control: *control, metrics: *metricsAddr,
-		groupWait: *groupWait, groupWaitFraction: *groupWaitFraction,
+		groupWait: *groupWait, groupWaitFraction: *groupWaitFraction, pipelineDepth: *pipelineDepth,
 	}, os.Stdin, stdout, log); err != nil {
 		log.Error("acceptor failed", "err", err)
 		return 1
@@ -233,6 +254,8 @@ type acceptorOptions struct {
 	// groupWait 0 disables the group wait.
 	groupWait         time.Duration
 	groupWaitFraction float64
+	// pipelineDepth 0 is transport's default.
+	pipelineDepth int
 }
 
 func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdout io.Writer, log *slog.Logger) (err error) {
@@ -254,12 +277,18 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 			err = fmt.Errorf("close store: %w", cerr)
 		}
 	}()
+	depth := o.pipelineDepth
+	if depth == 0 {
+		depth = defaultPipelineDepth(o.store, o.groupWait)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := transport.ListenAcceptor(transport.ServerConfig{
 		AcceptorConfig: transport.AcceptorConfig{
-			ID: o.id, Store: st, Logger: log, Registerer: reg,
-			GroupWait: o.groupWait, GroupWaitFraction: o.groupWaitFraction,
+			// The store itself, not the wrapper: the server pipelines
+			// groups when it is a caspaxos.PipelineStore.
+			ID: o.id, Store: st.Store, Logger: log, Registerer: reg,
+			GroupWait: o.groupWait, GroupWaitFraction: o.groupWaitFraction, PipelineDepth: depth,
 		},
 		Addr:          o.listen,
 		MaxFrameBytes: o.maxFrame,
@@ -285,6 +314,7 @@ func serveAcceptor(ctx context.Context, o acceptorOptions, stdin io.Reader, stdo
 			ID: uint64(o.id), Store: o.store, Shards: st.shards, Fsyncs: st.fsyncs(), Batches: s.Batches, Messages: s.Messages,
 			Items: s.Items, Records: s.Records, Replies: s.Replies, Dropped: s.Dropped, ApplyS: s.ApplyTime.Seconds(),
 			GroupWaits: s.GroupWaits, GroupWaitsPaid: s.GroupWaitsPaid, GroupWaitS: s.GroupWaitTime.Seconds(),
+			DurableHist: s.DurableHist[:],
 		})
 		out.printf("%s%s\n", statsPrefix, b)
 	}

@@ -171,6 +171,9 @@ func TestRunAcceptorFlags(t *testing.T) {
 		"bad listen":    {args: []string{"--id", "1", "--store", "memory", "--listen", "256.0.0.1:x"}, code: 1, want: "listen"},
 		"tiny frames":   {args: []string{"--id", "1", "--store", "memory", "--max-frame-bytes", "10"}, code: 1, want: "MaxFrameBytes"},
 		"help":          {args: []string{"-h"}, code: 0, want: "control-stdin"},
+		"pipeline and group wait": {args: []string{"--id", "1", "--store", "memory", "--group-wait", "1ms", "--pipeline-depth", "4"},
+			code: 1, want: "PipelineDepth"},
+		"pipeline too deep": {args: []string{"--id", "1", "--store", "memory", "--pipeline-depth", "5000"}, code: 1, want: "PipelineDepth"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -296,6 +299,24 @@ func TestResolveBoltShards(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestDefaultPipelineDepth(t *testing.T) {
+	tests := map[string]struct {
+		store     string
+		groupWait time.Duration
+		want      int
+	}{
+		"pebble pipelines":         {store: "pebble", want: transport.DefaultPipelineDepth},
+		"memory pipelines":         {store: "memory", want: transport.DefaultPipelineDepth},
+		"bbolt one at a time":      {store: "bbolt", want: 1},
+		"group wait one at a time": {store: "pebble", groupWait: time.Millisecond, want: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, defaultPipelineDepth(tc.store, tc.groupWait))
 		})
 	}
 }

@@ -49,6 +49,7 @@ type casOptions struct {
 	childProcs   int
 	groupWait    time.Duration
 	groupWaitFr  float64
+	pipeline     int
 	proposers    int
 	// command builds the command that runs `fmnode <args>` (tests swap
 	// in a helper process); nil re-executes this binary.
@@ -133,7 +134,21 @@ type casResult struct {
 	GroupWaits      uint64  `json:"group_waits"`
 	GroupWaitsPaid  uint64  `json:"group_waits_paid"`
 	GroupWaitMsMean float64 `json:"group_wait_ms_mean"`
-	Late            uint64  `json:"late_starts,omitempty"`
+	// PipelineDepth is --acceptor-pipeline-depth (0: the acceptors'
+	// default); StoreCommits the acceptors' store commits over the window,
+	// which with pipelining differ from acceptor_batches (groups handed
+	// over): records_per_commit is records per store commit.
+	PipelineDepth int `json:"pipeline_depth"`
+	// DurableP50Ms, DurableP99Ms and DurableMaxMs are the upper bounds of
+	// the histogram buckets (powers of two from 64 µs) holding the median,
+	// the 99th percentile and the slowest of the time the acceptors' groups
+	// took to become durable, over all acceptors: the store's share of the
+	// latency. Compare with p99_ms to see whether the tail is the store's.
+	DurableP50Ms     float64 `json:"acceptor_durable_p50_ms"`
+	DurableP99Ms     float64 `json:"acceptor_durable_p99_ms"`
+	DurableMaxMs     float64 `json:"acceptor_durable_max_ms"`
+	RecordsPerCommit float64 `json:"records_per_commit"`
+	Late             uint64  `json:"late_starts,omitempty"`
 
 	NumCPU             int `json:"num_cpu"`
 	GoMaxProcs         int `json:"gomaxprocs"`
@@ -167,6 +182,7 @@ func runBenchCAS(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.IntVar(&o.proposers, "proposers", 1, "proposer nodes (each with its own connections); clients are spread over them, so with more than one they compete for keys")
 	fs.DurationVar(&o.groupWait, "acceptor-group-wait", 0, "the acceptors' --group-wait (0: never hold a group back)")
 	fs.Float64Var(&o.groupWaitFr, "acceptor-group-wait-fraction", transport.DefaultGroupWaitFraction, "the acceptors' --group-wait-fraction, in (0, 1]")
+	fs.IntVar(&o.pipeline, "acceptor-pipeline-depth", 0, "the acceptors' --pipeline-depth: groups in flight to the store; 1 is one store apply at a time (0: the acceptor's default)")
 	fs.IntVar(&o.childProcs, "acceptor-gomaxprocs", 1, "GOMAXPROCS of each acceptor process (0: Go's default); the acceptors and the client share the machine")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -216,6 +232,8 @@ func (o casOptions) validate() error {
 		return fmt.Errorf("--proposers %d out of range [1, 64]", o.proposers)
 	case o.childProcs < 0:
 		return fmt.Errorf("--acceptor-gomaxprocs must not be negative")
+	case o.pipeline < 0 || o.pipeline > transport.MaxPipelineDepth:
+		return fmt.Errorf("--acceptor-pipeline-depth %d out of range [0, %d]", o.pipeline, transport.MaxPipelineDepth)
 	case o.groupWait < 0 || o.groupWait > transport.MaxGroupWait:
 		return fmt.Errorf("--acceptor-group-wait %v out of range [0, %v]", o.groupWait, transport.MaxGroupWait)
 	case o.groupWaitFr < 0 || o.groupWaitFr > 1:
@@ -381,6 +399,9 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 			args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", o.accProfile, i))
 		}
 		args = append(args, "--group-wait", o.groupWait.String())
+		if o.pipeline != 0 {
+			args = append(args, "--pipeline-depth", strconv.Itoa(o.pipeline))
+		}
 		if o.groupWaitFr != 0 {
 			args = append(args, "--group-wait-fraction", strconv.FormatFloat(o.groupWaitFr, 'g', -1, 64))
 		}
@@ -524,6 +545,13 @@ func benchCAS(ctx context.Context, o casOptions, stderr io.Writer, log *slog.Log
 	if d.acc.Batches > 0 {
 		res.RecordsPerBatch = float64(d.acc.Records) / float64(d.acc.Batches)
 		res.ApplyMsMean = d.acc.ApplyS * 1e3 / float64(d.acc.Batches)
+	}
+	res.PipelineDepth = o.pipeline
+	if qs, maxMs := durableQuantiles(d.acc.DurableHist, 0.5, 0.99); maxMs > 0 {
+		res.DurableP50Ms, res.DurableP99Ms, res.DurableMaxMs = qs[0], qs[1], maxMs
+	}
+	if d.acc.Fsyncs > 0 {
+		res.RecordsPerCommit = float64(d.acc.Records) / float64(d.acc.Fsyncs)
 	}
 	if d.acc.Records > 0 {
 		res.FsyncsPerRecord = float64(d.acc.Fsyncs) / float64(d.acc.Records)
@@ -676,6 +704,12 @@ func snapshotCAS(children []*childProcess, nodes []*transport.ProposerNode) (cas
 		s.acc.GroupWaits += st.GroupWaits
 		s.acc.GroupWaitsPaid += st.GroupWaitsPaid
 		s.acc.GroupWaitS += st.GroupWaitS
+		if len(s.acc.DurableHist) < len(st.DurableHist) {
+			s.acc.DurableHist = append(s.acc.DurableHist, make([]uint64, len(st.DurableHist)-len(s.acc.DurableHist))...)
+		}
+		for i, n := range st.DurableHist {
+			s.acc.DurableHist[i] += n
+		}
 	}
 	return s, nil
 }
@@ -705,8 +739,48 @@ func (s casSnapshot) sub(o casSnapshot) casSnapshot {
 			GroupWaits:     s.acc.GroupWaits - o.acc.GroupWaits,
 			GroupWaitsPaid: s.acc.GroupWaitsPaid - o.acc.GroupWaitsPaid,
 			GroupWaitS:     s.acc.GroupWaitS - o.acc.GroupWaitS,
+			DurableHist:    subHist(s.acc.DurableHist, o.acc.DurableHist),
 		},
 	}
+}
+
+// subHist returns the bucket counts of s minus those of o.
+func subHist(s, o []uint64) []uint64 {
+	out := append([]uint64(nil), s...)
+	for i := range min(len(o), len(out)) {
+		out[i] -= o[i]
+	}
+	return out
+}
+
+// durableQuantiles returns the upper bounds, in ms, of the buckets of hist
+// (transport.DurableHistBound) holding quantiles qs and the slowest group.
+func durableQuantiles(hist []uint64, qs ...float64) (bounds []float64, maxMs float64) {
+	var total uint64
+	for _, n := range hist {
+		total += n
+	}
+	bounds = make([]float64, len(qs))
+	if total == 0 {
+		return bounds, 0
+	}
+	for qi, q := range qs {
+		rank := uint64(q * float64(total))
+		var seen uint64
+		for i, n := range hist {
+			seen += n
+			if seen > rank || i == len(hist)-1 {
+				bounds[qi] = ms(transport.DurableHistBound(i))
+				break
+			}
+		}
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i] > 0 {
+			return bounds, ms(transport.DurableHistBound(i))
+		}
+	}
+	return bounds, 0
 }
 
 func printCASResult(w io.Writer, r casResult) {
@@ -729,6 +803,8 @@ func printCASResult(w io.Writer, r casResult) {
 		r.Rounds, 100*r.ConflictRate, r.Timeouts, r.FastPathRounds, r.ItemsPerMessage)
 	fmt.Fprintf(w, "  acceptors    %.0f fsyncs/s in total (baseline %.0f/s for one writer), %.1f commits/fsync, %.1f records/batch, apply %.2f ms\n",
 		r.FsyncsPerSec, r.FsyncBaselinePerSec, r.CommitsPerFsync, r.RecordsPerBatch, r.ApplyMsMean)
+	fmt.Fprintf(w, "  durable      groups durable within p50 %.3g ms, p99 %.3g ms, max %.3g ms (bucket bounds), pipeline depth %d (0: default)\n",
+		r.DurableP50Ms, r.DurableP99Ms, r.DurableMaxMs, r.PipelineDepth)
 	fmt.Fprintf(w, "  group wait   %d waits (%d paid), %.3f ms mean, bound %.3f ms\n",
 		r.GroupWaits, r.GroupWaitsPaid, r.GroupWaitMsMean, r.GroupWaitMs)
 	if r.FirstError != "" {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fmnode/fmnode/caspaxos/transport"
 )
 
 // TestHelperAcceptorProcess is not a test: it is the acceptor child that
@@ -46,9 +48,11 @@ func TestBenchCASEndToEnd(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	tests := map[string]casOptions{
-		"closed loop bbolt": {store: "bbolt", clients: 8},
-		"open loop memory":  {store: "memory", clients: 4, rate: 500, maxInflight: 16},
-		"two proposers":     {store: "memory", clients: 8, proposers: 2},
+		"closed loop bbolt":  {store: "bbolt", clients: 8},
+		"bbolt pipelined":    {store: "bbolt", clients: 8, pipeline: 8},
+		"closed loop pebble": {store: "pebble", clients: 8},
+		"open loop memory":   {store: "memory", clients: 4, rate: 500, maxInflight: 16},
+		"two proposers":      {store: "memory", clients: 8, proposers: 2},
 	}
 	for name, o := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -86,6 +90,13 @@ func TestBenchCASEndToEnd(t *testing.T) {
 			assert.Positive(t, res.FsyncsPerSec)
 			assert.Positive(t, res.FsyncBaselinePerSec)
 			assert.Positive(t, res.ItemsPerMessage)
+			assert.Equal(t, o.pipeline, res.PipelineDepth)
+			assert.Positive(t, res.DurableP50Ms, "the acceptors' durability histogram")
+			assert.GreaterOrEqual(t, res.DurableP99Ms, res.DurableP50Ms)
+			assert.GreaterOrEqual(t, res.DurableMaxMs, res.DurableP99Ms)
+			if o.store != "memory" {
+				assert.Positive(t, res.RecordsPerCommit)
+			}
 			switch {
 			case o.store != "bbolt":
 				assert.Zero(t, res.Shards)
@@ -205,4 +216,23 @@ func TestHistBuckets(t *testing.T) {
 func TestMsRounding(t *testing.T) {
 	assert.Equal(t, 1.235, ms(1234567*time.Nanosecond))
 	assert.True(t, strings.HasPrefix(time.Duration(0).String(), "0"))
+}
+
+func TestDurableQuantiles(t *testing.T) {
+	tests := map[string]struct {
+		hist         []uint64
+		p50, p99, mx float64
+	}{
+		"empty":          {hist: make([]uint64, transport.DurableHistBuckets)},
+		"one bucket":     {hist: []uint64{0, 0, 10}, p50: 0.256, p99: 0.256, mx: 0.256},
+		"tail bucket":    {hist: []uint64{98, 0, 0, 2}, p50: 0.064, p99: 0.512, mx: 0.512},
+		"1% in the tail": {hist: []uint64{0, 99, 0, 0, 1}, p50: 0.128, p99: 1.024, mx: 1.024},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			qs, mx := durableQuantiles(tc.hist, 0.5, 0.99)
+			assert.Equal(t, []float64{tc.p50, tc.p99}, qs)
+			assert.Equal(t, tc.mx, mx)
+		})
+	}
 }

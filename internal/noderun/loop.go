@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fmnode/fmnode/caspaxos"
 	"github.com/fmnode/fmnode/internal/node"
 	"github.com/fmnode/fmnode/internal/nodewire"
 	"github.com/fmnode/fmnode/partition"
@@ -256,11 +257,8 @@ func (d *Driver) persist(c *commit) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, b := range c.rd.Acceptor {
-				if err := d.cfg.AcceptorStore.Apply(b); err != nil {
-					accErr = fmt.Errorf("noderun: acceptor store: %w", err)
-					return
-				}
+			if err := persistAcceptor(d.cfg.AcceptorStore, c.rd.Acceptor); err != nil {
+				accErr = fmt.Errorf("noderun: acceptor store: %w", err)
 			}
 		}()
 	}
@@ -299,4 +297,37 @@ func dataBytes(b *nodewire.Batch) uint64 {
 		}
 	}
 	return sum
+}
+
+// persistAcceptor makes a Ready's acceptor batches durable, in order. A
+// caspaxos.PipelineStore (bbolt, memory) takes them all before the first
+// is durable and merges them into as few commits as it can; other stores
+// apply them one at a time. Either way every batch is durable, and none
+// landed before an earlier one, when it returns.
+func persistAcceptor(st caspaxos.Store, batches []caspaxos.Batch) error {
+	p, ok := st.(caspaxos.PipelineStore)
+	if !ok || len(batches) == 1 {
+		for _, b := range batches {
+			if err := st.Apply(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	waits := make([]func() error, 0, len(batches))
+	var err error
+	for _, b := range batches {
+		var wait func() error
+		if wait, err = p.Submit(b); err != nil {
+			break
+		}
+		waits = append(waits, wait)
+	}
+	// Every wait is called (the store may hold resources until then).
+	for _, wait := range waits {
+		if werr := wait(); err == nil {
+			err = werr
+		}
+	}
+	return err
 }
