@@ -22,7 +22,8 @@ const headerForwarded = "Fm-Forwarded-By"
 // API, once. Everything else is served here.
 func (h *host) forwarding(api http.Handler) http.Handler {
 	part, _ := dataapi.NewHashPartitioner(uint32(h.spec.Partitions))
-	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: dataapi.DefaultRequestTimeout + 5*time.Second}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: dataapi.DefaultRequestTimeout + 5*time.Second,
+		DialContext: h.a.peerDialer().DialContext}
 	scheme := "http"
 	if h.a.certs != nil {
 		tr.TLSClientConfig = h.a.certs.client()
