@@ -19,19 +19,23 @@ import (
 
 // verdict is what the checker found in one run.
 type verdict struct {
-	Linearizable      string   `json:"linearizable"` // ok, illegal, unknown (a failure), skipped
-	LostAckedWrites   int      `json:"lost_acked_writes"`
-	DualWriters       int      `json:"dual_writers"`
-	EpochRegressions  int      `json:"epoch_regressions"`
-	SessionViolations int      `json:"session_violations"`
-	StalenessViol     int      `json:"staleness_violations"`
-	Converged         bool     `json:"converged"`
-	RecoveryS         float64  `json:"recovery_s"`
-	StoresRead        int      `json:"stores_read"`
-	LogOpsRead        int      `json:"log_ops_read"`
-	Violations        []string `json:"violations"`
-	Unsafe            []string `json:"unsafe,omitempty"` // conditions outside the system's assumptions
-	VizPath           string   `json:"porcupine_html,omitempty"`
+	Linearizable      string  `json:"linearizable"` // ok, illegal, unknown (a failure), skipped
+	LostAckedWrites   int     `json:"lost_acked_writes"`
+	DualWriters       int     `json:"dual_writers"`
+	EpochRegressions  int     `json:"epoch_regressions"`
+	SessionViolations int     `json:"session_violations"`
+	StalenessViol     int     `json:"staleness_violations"`
+	Converged         bool    `json:"converged"`
+	RecoveryS         float64 `json:"recovery_s"`
+	StoresRead        int     `json:"stores_read"`
+	LogOpsRead        int     `json:"log_ops_read"`
+	// MaxEpochs is the highest epoch in any store's log, per partition
+	// (epoch 1 is the initial write region: each step above is a
+	// failover or switchover the data plane recorded).
+	MaxEpochs  map[uint32]uint64 `json:"max_epochs,omitempty"`
+	Violations []string          `json:"violations"`
+	Unsafe     []string          `json:"unsafe,omitempty"` // conditions outside the system's assumptions
+	VizPath    string            `json:"porcupine_html,omitempty"`
 }
 
 const maxViolationsListed = 40
@@ -266,6 +270,10 @@ func checkStores(c *cluster, tmp string, v *verdict) {
 						v.violate("%s: partition %d's log goes back from epoch %d to %d at LSN %d", n.name, p, last, op.Epoch, op.LSN)
 					}
 					last = max(last, op.Epoch)
+					if v.MaxEpochs == nil {
+						v.MaxEpochs = map[uint32]uint64{}
+					}
+					v.MaxEpochs[uint32(p)] = max(v.MaxEpochs[uint32(p)], uint64(op.Epoch))
 					k := pos{p, op.LSN}
 					seen[k] = append(seen[k], storeOp{node: n.name, epoch: op.Epoch, del: op.Delete, key: string(op.Key), value: string(op.Value)})
 				}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fmnode/fmnode/failover"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -59,6 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dir      = fs.String("dir", "", "where runs keep their files (default: a temporary directory; failed runs' are kept)")
 		bin      = fs.String("bin", "", "an fmnode binary to use instead of building one")
 		verbose  = fs.Bool("v", false, "log the harness's progress to stderr")
+		printS   = fs.Bool("print-schedule", false, "print each run's nemesis schedule and exit")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -93,6 +96,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			kinds = append(kinds, k)
 		}
+	}
+	if *printS {
+		prof := failover.FastConfig()
+		for i := 0; i < *runs; i++ {
+			k := kinds
+			if len(k) == 0 {
+				k = nemesisKinds
+			}
+			fmt.Fprintf(stdout, "run seed %d:\n", *seed+uint64(i))
+			for _, f := range schedule(scheduleConfig{Seed: *seed + uint64(i), Duration: *duration, Nodes: *nodes, Partitions: *parts,
+				Kinds: k, KillAll: *negative, Drift: prof.MaxClockDrift, Lease: prof.LeaseDuration, ClockBeyond: *beyond}) {
+				fmt.Fprintln(stdout, "  "+f.String())
+			}
+		}
+		return 0
 	}
 	level := slog.LevelWarn
 	if *verbose {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,7 +112,7 @@ func schedule(cfg scheduleConfig) []fault {
 		t = cfg.Duration/3 + 6*time.Second
 	}
 	for t < end && len(kinds) > 0 {
-		d := time.Duration(2000+rng.IntN(5000)) * time.Millisecond
+		d := time.Duration(3000+rng.IntN(5000)) * time.Millisecond
 		if t+d > end {
 			d = end - t
 		}
@@ -198,8 +199,10 @@ func drawFault(rng *rand.Rand, kind string, cfg scheduleConfig) fault {
 	case fSlow:
 		f.Nodes = []int{1 + rng.IntN(n)}
 		f.Rule = &linkRule{BandwidthBps: 16<<10 + rng.IntN(48<<10)}
-	case fKill, fPause, fDiskFull:
+	case fKill, fPause:
 		f.Nodes = []int{1 + rng.IntN(n)}
+	case fDiskFull:
+		f.Nodes = []int{n} // the node whose data dir is the tmpfs
 	case fKillAll:
 		f.Nodes = allNodes(n)
 	case fClockSkew:
@@ -222,9 +225,19 @@ func sorted(s []int) []int {
 type nemesis struct {
 	c       *cluster
 	start   time.Time
+	mu      sync.Mutex
 	counts  map[string]int
 	applied []fault
+	wg      sync.WaitGroup
 }
+
+func (nm *nemesis) count(kind string) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	nm.counts[kind]++
+}
+
+func isOperator(kind string) bool { return kind == fSwitchover || kind == fDrain || kind == fOpPause }
 
 func (nm *nemesis) node(i int) *node { return nm.c.nodes[i-1] }
 
@@ -253,10 +266,26 @@ func (nm *nemesis) run(ctx context.Context, faults []fault, log func(string)) {
 			break
 		}
 		f := &faults[e.i]
+		if isOperator(f.Kind) {
+			// An operator's call may take seconds (a drain waits): it
+			// must not hold the faults back.
+			nm.wg.Add(1)
+			go func(heal bool) {
+				defer nm.wg.Done()
+				if !heal {
+					f.Note = nm.apply(ctx, f)
+					nm.count(f.Kind)
+					log("nemesis: " + f.String())
+				} else {
+					log(fmt.Sprintf("nemesis: heal %s %s", f.Kind, nm.heal(context.Background(), f)))
+				}
+			}(e.heal)
+			continue
+		}
 		if !e.heal {
 			f.Note = nm.apply(ctx, f)
 			active[e.i] = true
-			nm.counts[f.Kind]++
+			nm.count(f.Kind)
 			log("nemesis: " + f.String())
 		} else if active[e.i] {
 			note := nm.heal(ctx, f)
@@ -267,6 +296,7 @@ func (nm *nemesis) run(ctx context.Context, faults []fault, log func(string)) {
 	for i := range active {
 		nm.heal(context.Background(), &faults[i])
 	}
+	nm.wg.Wait()
 	nm.applied = faults
 }
 
