@@ -91,7 +91,7 @@ func checkLinearizable(ops []histOp, timeout time.Duration, dir string, v *verdi
 		return
 	case porcupine.Illegal:
 		v.Linearizable = "illegal"
-		v.violate("porcupine: the strong operations are not linearizable")
+		v.violate("porcupine: the strong operations are not linearizable; keys: %v", illegalKeys(model, pops, timeout))
 	default:
 		v.Linearizable = "unknown"
 		v.violate("porcupine: no verdict within %v (counted as a failure)", timeout)
@@ -101,6 +101,17 @@ func checkLinearizable(ops []histOp, timeout time.Duration, dir string, v *verdi
 	if err := porcupine.VisualizePath(model, info, path); err == nil {
 		v.VizPath = path
 	}
+}
+
+// illegalKeys names the keys whose histories alone are not linearizable.
+func illegalKeys(model porcupine.Model, pops []porcupine.Operation, timeout time.Duration) []string {
+	var keys []string
+	for _, part := range model.Partition(pops) {
+		if porcupine.CheckOperationsTimeout(model, part, timeout) != porcupine.Ok {
+			keys = append(keys, part[0].Input.(kvIn).Key)
+		}
+	}
+	return keys
 }
 
 // checkLostWrites: after the heal every key is read back strongly; an

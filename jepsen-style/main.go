@@ -62,6 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		bin      = fs.String("bin", "", "an fmnode binary to use instead of building one")
 		verbose  = fs.Bool("v", false, "log the harness's progress to stderr")
 		printS   = fs.Bool("print-schedule", false, "print each run's nemesis schedule and exit")
+		explainF = fs.String("explain", "", "print the non-linearizable keys' operations of a failed run's history.json, and exit")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -96,6 +97,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			kinds = append(kinds, k)
 		}
+	}
+	if *explainF != "" {
+		if err := explain(*explainF, stdout); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
 	}
 	if *printS {
 		prof := failover.FastConfig()
