@@ -12,6 +12,7 @@ import (
 
 	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/partition/pebblestore"
+	"github.com/fmnode/fmnode/txtdns/routing"
 )
 
 // The checker trusts nothing the agents say about themselves: it reads
@@ -27,8 +28,12 @@ type verdict struct {
 	StalenessViol     int     `json:"staleness_violations"`
 	Converged         bool    `json:"converged"`
 	RecoveryS         float64 `json:"recovery_s"`
-	StoresRead        int     `json:"stores_read"`
-	LogOpsRead        int     `json:"log_ops_read"`
+	// AckedNotStored counts acknowledged puts that no agent's store holds
+	// in its log, where no replica of the partition compacted its log:
+	// acknowledged, then gone from every disk.
+	AckedNotStored int `json:"acked_not_stored"`
+	StoresRead     int `json:"stores_read"`
+	LogOpsRead     int `json:"log_ops_read"`
 	// MaxEpochs is the highest epoch in any store's log, per partition
 	// (epoch 1 is the initial write region: each step above is a
 	// failover or switchover the data plane recorded).
@@ -47,7 +52,7 @@ func (v *verdict) violate(format string, args ...any) {
 }
 
 func (v *verdict) failed() bool {
-	return v.Linearizable != "ok" || v.LostAckedWrites > 0 || v.DualWriters > 0 || v.EpochRegressions > 0 ||
+	return v.Linearizable != "ok" || v.LostAckedWrites > 0 || v.AckedNotStored > 0 || v.DualWriters > 0 || v.EpochRegressions > 0 ||
 		v.SessionViolations > 0 || v.StalenessViol > 0 || !v.Converged || len(v.Violations) > 0
 }
 
@@ -229,12 +234,14 @@ const maxStoreOps = 2_000_000
 // op per (partition, epoch, LSN) across all replicas (at most one writer
 // per epoch), and epochs that never go back along a replica's log (no
 // replica took a stale epoch's op after a newer one's).
-func checkStores(c *cluster, tmp string, v *verdict) {
+func checkStores(c *cluster, tmp string, ops []histOp, v *verdict) {
 	type pos struct {
 		p   partition.ID
 		lsn partition.LSN
 	}
 	seen := map[pos][]storeOp{}
+	stored := map[[2]string]bool{}       // (key, value) in some store's log
+	compacted := map[partition.ID]bool{} // some replica's log starts above LSN 0
 	total := 0
 	for _, n := range c.nodes {
 		src := filepath.Join(n.dataDir, "partitions")
@@ -264,6 +271,9 @@ func checkStores(c *cluster, tmp string, v *verdict) {
 				continue
 			}
 			from := rec.Meta.LogBase + 1
+			if rec.Meta.LogBase > 0 {
+				compacted[p] = true
+			}
 			var last partition.Epoch
 			for total < maxStoreOps {
 				ops, err := st.ReadLog(p, from, 1024, 1<<20)
@@ -285,6 +295,7 @@ func checkStores(c *cluster, tmp string, v *verdict) {
 						v.MaxEpochs = map[uint32]uint64{}
 					}
 					v.MaxEpochs[uint32(p)] = max(v.MaxEpochs[uint32(p)], uint64(op.Epoch))
+					stored[[2]string{string(op.Key), string(op.Value)}] = true
 					k := pos{p, op.LSN}
 					seen[k] = append(seen[k], storeOp{node: n.name, epoch: op.Epoch, del: op.Delete, key: string(op.Key), value: string(op.Value)})
 				}
@@ -294,6 +305,19 @@ func checkStores(c *cluster, tmp string, v *verdict) {
 		_ = st.Close()
 	}
 	v.LogOpsRead = total
+	hp, err := routing.NewOneBasedHashPartitioner(uint32(c.cfg.Partitions))
+	if err == nil {
+		for _, op := range ops {
+			if op.Kind != kindPut || op.Result != resOK || stored[[2]string{op.Key, op.Value}] ||
+				compacted[partition.ID(hp.Partition(op.Key))] {
+				continue
+			}
+			v.AckedNotStored++
+			if v.AckedNotStored <= 5 {
+				v.violate("acknowledged put %s=%s (client %d) is in no agent's store", op.Key, op.Value, op.Client)
+			}
+		}
+	}
 	var dual []string
 	for k, ops := range seen {
 		for i := 1; i < len(ops); i++ {

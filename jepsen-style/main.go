@@ -61,6 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dir      = fs.String("dir", "", "where runs keep their files (default: a temporary directory; failed runs' are kept)")
 		bin      = fs.String("bin", "", "an fmnode binary to use instead of building one")
 		verbose  = fs.Bool("v", false, "log the harness's progress to stderr")
+		expectF  = fs.Bool("expect-fail", false, "exit 0 only if every run's checker found a violation (and no run failed to set up): the negative control's mode")
 		printS   = fs.Bool("print-schedule", false, "print each run's nemesis schedule and exit")
 		explainF = fs.String("explain", "", "print the non-linearizable keys' operations of a failed run's history.json, and exit")
 	)
@@ -159,6 +160,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	sum := summary{Summary: true, Runs: *runs, NegativeControl: *negative, Faults: map[string]int{}, Linearizable: true}
 	enc := json.NewEncoder(stdout)
+	caught := 0
 	for i := 0; i < *runs && ctx.Err() == nil; i++ {
 		s := *seed + uint64(i)
 		rdir := filepath.Join(root, fmt.Sprintf("run-%d", s))
@@ -182,6 +184,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		sum.DualWriters += res.DualWriters
 		sum.Violations += len(res.Violations)
 		sum.MaxRecoveryS = max(sum.MaxRecoveryS, res.RecoveryS)
+		if res.Error == "" && res.failed() {
+			caught++
+		}
 		if res.Passed {
 			sum.Passed++
 			_ = os.RemoveAll(rdir)
@@ -194,6 +199,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	_ = enc.Encode(sum)
 	if *dir == "" && sum.Failed == 0 {
 		_ = os.RemoveAll(root)
+	}
+	if *expectF {
+		if caught != *runs {
+			fmt.Fprintf(stderr, "expected every run to be caught by the checker: %d of %d were\n", caught, *runs)
+			return 1
+		}
+		return 0
 	}
 	if sum.Failed > 0 {
 		return 1

@@ -206,7 +206,7 @@ func runOnce(ctx context.Context, cfg runConfig) (res runResult) {
 	checkStaleness(ops, time.Duration(spec.MaxStaleness)+time.Second, v)
 	tmp, err := os.MkdirTemp(cfg.Dir, "stores-")
 	if err == nil {
-		checkStores(c, tmp, v)
+		checkStores(c, tmp, ops, v)
 		_ = os.RemoveAll(tmp)
 	}
 	for _, f := range nm.applied {
