@@ -28,6 +28,7 @@ type summary struct {
 	Runs            int            `json:"runs"`
 	Passed          int            `json:"passed"`
 	Failed          int            `json:"failed"`
+	HarnessErrors   int            `json:"harness_errors"` // runs that failed to set up or tear down (not a verdict)
 	NegativeControl bool           `json:"negative_control,omitempty"`
 	Ops             int            `json:"ops"`
 	OK              int            `json:"ok"`
@@ -186,6 +187,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		sum.MaxRecoveryS = max(sum.MaxRecoveryS, res.RecoveryS)
 		if res.Error == "" && res.failed() {
 			caught++
+		}
+		if res.Error != "" {
+			sum.HarnessErrors++
 		}
 		if res.Passed {
 			sum.Passed++
