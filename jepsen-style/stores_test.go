@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,7 +32,7 @@ func TestCheckStores(t *testing.T) {
 	c := &cluster{cfg: clusterConfig{Partitions: 1}}
 	logs := [][]partition.Op{
 		{op(1, 1, "k", "a"), op(2, 1, "k", "b")},
-		{op(1, 1, "k", "a"), op(2, 2, "k", "c")},                    // LSN 2 of another epoch: false progress, fine
+		{op(1, 1, "k", "a"), op(2, 2, "k", "c")},                     // LSN 2 of another epoch: false progress, fine
 		{op(1, 1, "k", "x"), op(2, 2, "k", "c"), op(3, 1, "k", "d")}, // LSN 1 of epoch 1 differs; epoch goes back at 3
 	}
 	for i, l := range logs {
@@ -45,7 +46,8 @@ func TestCheckStores(t *testing.T) {
 	checkStores(c, t.TempDir(), acked, v)
 	assert.Equal(t, 3, v.StoresRead)
 	assert.Equal(t, 7, v.LogOpsRead)
-	assert.Equal(t, 1, v.DualWriters, "%v", v.Violations)
+	require.Equal(t, 1, v.DualWriters, "%v", v.Violations)
+	assert.Contains(t, strings.Join(v.Violations, "\n"), "partition 1 epoch 1 LSN 1:", "the two writers of epoch 1, not LSN 2's false progress")
 	assert.Equal(t, 1, v.EpochRegressions, "%v", v.Violations)
 	assert.Equal(t, 1, v.AckedNotStored, "%v", v.Violations)
 	assert.Equal(t, uint64(2), v.MaxEpochs[1])
