@@ -62,6 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dir      = fs.String("dir", "", "where runs keep their files (default: a temporary directory; failed runs' are kept)")
 		bin      = fs.String("bin", "", "an fmnode binary to use instead of building one")
 		verbose  = fs.Bool("v", false, "log the harness's progress to stderr")
+		keep     = fs.Bool("keep", false, "keep every run's directory (agent logs), not only the failed ones'")
 		expectF  = fs.Bool("expect-fail", false, "exit 0 only if every run's checker found a violation (and no run failed to set up): the negative control's mode")
 		printS   = fs.Bool("print-schedule", false, "print each run's nemesis schedule and exit")
 		explainF = fs.String("explain", "", "print the non-linearizable keys' operations of a failed run's history.json, and exit")
@@ -193,7 +194,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if res.Passed {
 			sum.Passed++
-			_ = os.RemoveAll(rdir)
+			if !*keep {
+				_ = os.RemoveAll(rdir)
+			}
 		} else {
 			sum.Failed++
 			sum.FailedSeeds = append(sum.FailedSeeds, s)
@@ -201,7 +204,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	_ = enc.Encode(sum)
-	if *dir == "" && sum.Failed == 0 {
+	if *dir == "" && sum.Failed == 0 && !*keep {
 		_ = os.RemoveAll(root)
 	}
 	if *expectF {
