@@ -22,7 +22,7 @@ if ! nice "$work/jepsen" --runs 2 --duration 30s --seed "$seed" --nodes 6 --bin 
 	exit 1
 fi
 echo "-- jepsen-style: negative control, 1 run x 30 s (must be caught)"
-if ! nice "$work/jepsen" --runs 1 --duration 30s --seed "$((seed + 7))" --nodes 6 --negative-control --converge 30s \
+if ! nice "$work/jepsen" --runs 1 --duration 30s --seed "$((seed + 7))" --nodes 6 --negative-control --converge 15s \
 	--bin "$work/fmnode-negative" --dir "$work/negative" --expect-fail; then
 	echo "jepsen-style: the negative control was NOT caught: the checks cannot find lost acknowledged writes" >&2
 	exit 1
