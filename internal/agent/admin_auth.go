@@ -104,7 +104,8 @@ func (a *Agent) authed(h http.HandlerFunc) http.HandlerFunc {
 // when TLS is on; the caller's bearer token is passed on per request.
 func (a *Agent) adminClient() *http.Client {
 	a.admin.once.Do(func() {
-		tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 15 * time.Second}
+		tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 15 * time.Second,
+			DialContext: a.peerDialer().DialContext}
 		if a.certs != nil {
 			tr.TLSClientConfig = a.certs.client()
 		}

@@ -131,6 +131,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	a.log.Info("agent started", "name", a.cfg.Name, "node_id", a.cfg.NodeID, "region", a.cfg.Region,
 		"zone", a.cfg.Zone, "api", a.apiLn.Addr().String(), "gossip", a.members.Addr(), "boot", a.dir.Boot(), "version", a.opts.Version)
+	if negativeControl {
+		a.log.Error("NEGATIVE CONTROL BUILD (-tags fmnode_negative_control): the partition store is in memory and acknowledges writes it never persists; never run this binary for real")
+	}
+	if a.cfg.ClockOffset != 0 {
+		a.log.Warn("clock_offset is set: this node's clock is skewed on purpose (a test setting)", "clock_offset", a.cfg.ClockOffset)
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -171,7 +177,7 @@ func (a *Agent) open() error {
 	if err := a.checkStoresPresent(); err != nil {
 		return err
 	}
-	if a.accst, a.partst, err = dir.OpenStores(boltstore.Options{}, pebblestore.Options{}); err != nil {
+	if a.accst, a.partst, err = dir.OpenStores(boltstore.Options{}, partitionStoreOptions()); err != nil {
 		return err
 	}
 	path := filepath.Join(dir.Path(), SystemName)

@@ -2,10 +2,16 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fmnode/fmnode/internal/dataapi"
@@ -22,25 +28,14 @@ const headerForwarded = "Fm-Forwarded-By"
 // API, once. Everything else is served here.
 func (h *host) forwarding(api http.Handler) http.Handler {
 	part, _ := dataapi.NewHashPartitioner(uint32(h.spec.Partitions))
-	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: dataapi.DefaultRequestTimeout + 5*time.Second}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: dataapi.DefaultRequestTimeout + 5*time.Second,
+		DialContext: h.a.peerDialer().DialContext}
 	scheme := "http"
 	if h.a.certs != nil {
 		tr.TLSClientConfig = h.a.certs.client()
 		scheme = "https"
 	}
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			target := pr.In.Context().Value(forwardTo{}).(string)
-			pr.SetURL(&url.URL{Scheme: scheme, Host: target})
-			pr.Out.Header.Set(headerForwarded, h.self.Name)
-		},
-		Transport: tr,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			h.a.log.Warn("forward to the hosting node", "err", err)
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, dataapi.CodeUnavailable, "agent: the node hosting this partition in the region did not answer: "+err.Error())
-		},
-	}
+	proxy := newForwardProxy(scheme, tr, h.self.Name, h.a.log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(headerForwarded) == "" {
 			if key, ok := kvKey(r); ok {
@@ -61,8 +56,75 @@ func (h *host) forwarding(api http.Handler) http.Handler {
 
 type forwardTo struct{}
 
+type forwardTraceKey struct{}
+
+// withForward carries the target and a trace of how far the forwarded
+// request got (ReverseProxy clones the inbound request's context for the
+// outbound one, so the trace sees the outbound send).
 func withForward(r *http.Request, addr string) context.Context {
-	return context.WithValue(r.Context(), forwardTo{}, addr)
+	ft := &forwardTrace{}
+	ctx := context.WithValue(r.Context(), forwardTo{}, addr)
+	ctx = context.WithValue(ctx, forwardTraceKey{}, ft)
+	return httptrace.WithClientTrace(ctx, ft.clientTrace())
+}
+
+// newForwardProxy passes a request to the node at the request's
+// forwardTo address. When that node does not answer, a read is refused
+// as unavailable (retrying it is safe), and so is a write that provably
+// never left this agent; a write that may have reached the hosting node
+// is an unknown outcome (504 unknown_outcome), exactly as the hosting
+// node's own handler would say: answering it "unavailable" told the
+// client it was not applied, and a kill -9 of the hosting node between
+// its commit and its reply made that a lie (a write the client was told
+// had failed showed up in later reads; found by jepsen-style).
+func newForwardProxy(scheme string, tr http.RoundTripper, self string, log *slog.Logger) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			target := pr.In.Context().Value(forwardTo{}).(string)
+			pr.SetURL(&url.URL{Scheme: scheme, Host: target})
+			pr.Out.Header.Set(headerForwarded, self)
+		},
+		Transport: tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("forward to the hosting node", "method", r.Method, "err", err)
+			ft, _ := r.Context().Value(forwardTraceKey{}).(*forwardTrace)
+			if r.Method != http.MethodGet && r.Method != http.MethodHead && (ft == nil || !ft.notSent(err)) {
+				writeError(w, http.StatusGatewayTimeout, dataapi.CodeUnknownOutcome,
+					"agent: the node hosting this partition in the region did not answer a write passed to it: it may or may not have been applied: "+err.Error())
+				return
+			}
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, dataapi.CodeUnavailable, "agent: the node hosting this partition in the region did not answer: "+err.Error())
+		},
+	}
+}
+
+// forwardTrace records how far a forwarded request got: a failure
+// before its headers were written never reached the hosting node.
+type forwardTrace struct {
+	gotConn, wroteHeaders, tlsFailed atomic.Bool
+}
+
+func (f *forwardTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { f.gotConn.Store(true) },
+		WroteHeaders: func() { f.wroteHeaders.Store(true) },
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+			if err != nil {
+				f.tlsFailed.Store(true)
+			}
+		},
+	}
+}
+
+// notSent: a dial or TLS failure, or a connection without headers
+// written; anything else may have been received.
+func (f *forwardTrace) notSent(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return true
+	}
+	return f.tlsFailed.Load() || f.gotConn.Load() && !f.wroteHeaders.Load()
 }
 
 // kvKey is the key of a data API path; ok is false for anything the

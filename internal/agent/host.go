@@ -68,7 +68,7 @@ func (a *Agent) startHost(ctx context.Context, c committed) (*host, error) {
 	if self.Name != a.cfg.Name || self.Region != a.cfg.Region {
 		return nil, fmt.Errorf("agent: the cluster spec records node %d as %s in region %s, but this agent is %s in %s", self.ID, self.Name, self.Region, a.cfg.Name, a.cfg.Region)
 	}
-	h := &host{a: a, spec: spec, self: self, apiAddrs: map[node.NodeID]string{}, exited: make(chan struct{}), clock: noderun.WallClock()}
+	h := &host{a: a, spec: spec, self: self, apiAddrs: map[node.NodeID]string{}, exited: make(chan struct{}), clock: offsetClock(noderun.WallClock(), a.cfg.ClockOffset)}
 	for _, n := range spec.Nodes {
 		h.apiAddrs[node.NodeID(n.ID)] = n.APIAddr
 	}
@@ -175,7 +175,7 @@ func (h *host) startNode() error {
 	}
 	tcfg := nodenet.Config{ID: nodenet.NodeID(h.self.ID), Cluster: a.cfg.Cluster, Addr: a.cfg.Bind.NodeAddr,
 		Peers: peers, Codec: nodewire.Codec{}, Handler: drv.Deliver, Logger: a.log.With("component", "nodenet"),
-		Registerer: a.metrics.reg}
+		Registerer: a.metrics.reg, LocalIP: a.sourceIP()}
 	if a.certs != nil {
 		tcfg.TLS = a.certs.nodenet()
 		tcfg.VerifyPeer = verifyPeer(spec)

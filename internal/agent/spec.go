@@ -187,7 +187,7 @@ func (a *Agent) sysPeers(s clusterspec.Spec) []sysreg.Peer {
 
 // httpClient is the agent's client for other agents' APIs.
 func (a *Agent) httpClient() *http.Client {
-	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute}
+	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: time.Minute, DialContext: a.peerDialer().DialContext}
 	if a.certs != nil {
 		tr.TLSClientConfig = a.certs.client()
 	}

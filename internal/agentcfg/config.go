@@ -38,6 +38,9 @@ const (
 	DefaultAPIAddr    = "127.0.0.1:7401"
 	DefaultGossipAddr = "127.0.0.1:7402"
 
+	// MaxClockOffset bounds clock_offset.
+	MaxClockOffset = time.Hour
+
 	DefaultLogLevel  = "info"
 	DefaultLogFormat = "text"
 
@@ -100,6 +103,18 @@ type Config struct {
 
 	// ShutdownTimeout bounds a graceful shutdown, 1s..10m.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
+	// SourceIP, when set, is the local IP the agent dials its peers from
+	// (node transport and the agent-to-agent API calls): on a host with
+	// several addresses, peers and firewalls then see one address per
+	// node. Empty: the kernel's choice. An IP literal.
+	SourceIP string `yaml:"source_ip"`
+	// ClockOffset shifts the node's clock (leases, deadlines, the
+	// published routes' times) by this much, within ±MaxClockOffset. It
+	// exists to test clock skew: an offset between two nodes larger than
+	// the profile's max_clock_drift breaks the lease's safety assumption,
+	// which is what the fault-injection harness shows. Zero in production.
+	ClockOffset time.Duration `yaml:"clock_offset"`
 }
 
 // Addrs are a node's addresses, each host:port with a numeric port.
@@ -250,6 +265,8 @@ func fields() []field {
 		{"dns.zone", "DNS zone served", func(c *Config) any { return &c.DNS.Zone }},
 		{"dns.ttl", "TTL of DNS answers (1s..1h)", func(c *Config) any { return &c.DNS.TTL }},
 		{"shutdown_timeout", "graceful shutdown bound (1s..10m)", func(c *Config) any { return &c.ShutdownTimeout }},
+		{"source_ip", "local IP to dial peers from (empty: the kernel's choice)", func(c *Config) any { return &c.SourceIP }},
+		{"clock_offset", "offset added to the node's clock, for clock-skew tests (0 in production)", func(c *Config) any { return &c.ClockOffset }},
 	}
 }
 

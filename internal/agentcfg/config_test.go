@@ -154,6 +154,11 @@ func TestValidate(t *testing.T) {
 		{"shutdown_timeout zero", func(c *Config) { c.ShutdownTimeout = 0 }, []string{"shutdown_timeout"}},
 		{"shutdown_timeout 10m", func(c *Config) { c.ShutdownTimeout = 10 * time.Minute }, nil},
 		{"shutdown_timeout over", func(c *Config) { c.ShutdownTimeout = 11 * time.Minute }, []string{"shutdown_timeout"}},
+		{"source_ip loopback", func(c *Config) { c.SourceIP = "127.0.1.3" }, nil},
+		{"source_ip host name", func(c *Config) { c.SourceIP = "localhost" }, []string{"source_ip"}},
+		{"source_ip unspecified", func(c *Config) { c.SourceIP = "0.0.0.0" }, []string{"source_ip"}},
+		{"clock_offset negative in bound", func(c *Config) { c.ClockOffset = -time.Hour }, nil},
+		{"clock_offset over", func(c *Config) { c.ClockOffset = time.Hour + time.Nanosecond }, []string{"clock_offset"}},
 
 		{"all at once", func(c *Config) {
 			c.Name = ""

@@ -86,6 +86,14 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout < MinShutdownTimeout || c.ShutdownTimeout > MaxShutdownTimeout {
 		p.add("shutdown_timeout", "must be in %v..%v, got %v", MinShutdownTimeout, MaxShutdownTimeout, c.ShutdownTimeout)
 	}
+	if c.SourceIP != "" {
+		if ip := net.ParseIP(c.SourceIP); ip == nil || ip.IsUnspecified() {
+			p.add("source_ip", "must be an IP literal other than 0.0.0.0 or ::, got %s", show(c.SourceIP))
+		}
+	}
+	if c.ClockOffset < -MaxClockOffset || c.ClockOffset > MaxClockOffset {
+		p.add("clock_offset", "must be within ±%v, got %v", MaxClockOffset, c.ClockOffset)
+	}
 	return p.err()
 }
 

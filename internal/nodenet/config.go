@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,6 +75,11 @@ type Config struct {
 	// count). A batch that alone exceeds a bound is taken into an empty
 	// queue, so the bound is the value plus one batch.
 	QueueMessages, QueueBytes int
+
+	// LocalIP, when set, is the address connections to peers are dialed
+	// from (a multi-homed host's pinned source; the fault-injection
+	// harness tells nodes apart by it). Nil: the kernel's choice.
+	LocalIP net.IP
 
 	// DialTimeout bounds connecting; HandshakeTimeout bounds the TLS and
 	// hello exchange; WriteTimeout bounds each write.

@@ -352,6 +352,9 @@ func (t *TCPTransport) verifyPeer(nc net.Conn, id NodeID) error {
 // dial connects to peer id at addr and runs the dialer's handshake.
 func (t *TCPTransport) dial(id NodeID, addr string) (net.Conn, *bufio.Reader, error) {
 	d := &net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: tcpKeepAlive}
+	if t.cfg.LocalIP != nil {
+		d.LocalAddr = &net.TCPAddr{IP: t.cfg.LocalIP}
+	}
 	raw, err := d.DialContext(t.ctx, "tcp", addr)
 	if err != nil {
 		return nil, nil, err

@@ -375,3 +375,35 @@ func TestSilentPeerIsClosedAfterIdleTimeout(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
 	require.Eventually(t, func() bool { return !n.Stats()[1].Connected }, waitFor, tick)
 }
+
+// TestDialsFromLocalIP: with LocalIP set, connections to peers leave
+// from that address (a pinned source; the fault-injection harness tells
+// nodes apart by it), and without it the kernel picks 127.0.0.1.
+func TestDialsFromLocalIP(t *testing.T) {
+	for _, tc := range []struct {
+		local net.IP
+		want  string
+	}{{net.ParseIP("127.0.4.7"), "127.0.4.7"}, {nil, "127.0.0.1"}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		got := make(chan string, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			got <- c.RemoteAddr().(*net.TCPAddr).IP.String()
+			c.Close()
+		}()
+		a := startNode(t, 1, func(c *Config) { c.LocalIP = tc.local })
+		require.NoError(t, a.SetPeer(2, ln.Addr().String()))
+		require.NoError(t, a.Send(2, learn(1, 2, 1)))
+		select {
+		case ip := <-got:
+			assert.Equal(t, tc.want, ip)
+		case <-time.After(waitFor):
+			t.Fatal("no connection arrived")
+		}
+		ln.Close()
+	}
+}

@@ -1,0 +1,35 @@
+package agent
+
+import (
+	"net"
+	"time"
+)
+
+// sourceIP is the configured source_ip (nil: the kernel's choice). The
+// config validated it as an IP literal.
+func (a *Agent) sourceIP() net.IP {
+	if a.cfg.SourceIP == "" {
+		return nil
+	}
+	return net.ParseIP(a.cfg.SourceIP)
+}
+
+// peerDialer dials other agents (their APIs) from source_ip when it is
+// set, as the node transport does, so that a peer sees one address per
+// node whatever the agent talks to it over.
+func (a *Agent) peerDialer() *net.Dialer {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if ip := a.sourceIP(); ip != nil {
+		d.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+	return d
+}
+
+// offsetClock is clock shifted by offset (clock_offset: zero in
+// production; the fault-injection harness skews nodes with it).
+func offsetClock(clock func() time.Duration, offset time.Duration) func() time.Duration {
+	if offset == 0 {
+		return clock
+	}
+	return func() time.Duration { return clock() + offset }
+}

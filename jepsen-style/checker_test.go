@@ -1,0 +1,134 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func put(client int, key, val string, inv, done int64) histOp {
+	return histOp{Client: client, Kind: kindPut, Key: key, Value: val, Invoke: inv, Complete: done, Result: resOK}
+}
+
+func get(kind string, client int, key, val string, inv, done int64) histOp {
+	return histOp{Client: client, Kind: kind, Key: key, Value: val, Found: val != "", Invoke: inv, Complete: done, Result: resOK}
+}
+
+func TestCheckLinearizable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  []histOp
+		want string
+	}{
+		{"read after put", []histOp{put(1, "k", "a", 0, 10), get(kindStrong, 2, "k", "a", 20, 30)}, "ok"},
+		{"stale strong read", []histOp{put(1, "k", "a", 0, 10), put(1, "k", "b", 20, 30), get(kindStrong, 2, "k", "a", 40, 50)}, "illegal"},
+		{"absent after an acked put", []histOp{put(1, "k", "a", 0, 10), get(kindStrong, 2, "k", "", 20, 30)}, "illegal"},
+		{"unknown put may land late", []histOp{{Client: 1, Kind: kindPut, Key: "k", Value: "a", Invoke: 0, Complete: -1, Result: resUnknown},
+			get(kindStrong, 2, "k", "", 20, 30), get(kindStrong, 2, "k", "a", 40, 50)}, "ok"},
+		{"a failed put is not applied", []histOp{{Client: 1, Kind: kindPut, Key: "k", Value: "a", Invoke: 0, Complete: 10, Result: resFail},
+			get(kindStrong, 2, "k", "a", 20, 30)}, "illegal"},
+		{"session reads are not checked here", []histOp{put(1, "k", "a", 0, 10), get(kindSession, 2, "k", "", 20, 30)}, "ok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &verdict{}
+			checkLinearizable(tc.ops, 10*time.Second, t.TempDir(), v)
+			assert.Equal(t, tc.want, v.Linearizable)
+			if tc.want != "ok" {
+				assert.FileExists(t, v.VizPath)
+			}
+		})
+	}
+}
+
+func TestCheckLostWrites(t *testing.T) {
+	ops := []histOp{put(1, "k", "a", 0, 10), put(1, "k", "b", 20, 30)}
+	for _, tc := range []struct {
+		name  string
+		final histOp
+		lost  int
+		viol  int
+	}{
+		{"latest survives", get(kindFinal, 0, "k", "b", 100, 110), 0, 0},
+		{"an older value", get(kindFinal, 0, "k", "a", 100, 110), 1, 1},
+		{"absent", get(kindFinal, 0, "k", "", 100, 110), 2, 2},
+		{"a value nobody wrote", get(kindFinal, 0, "k", "zz", 100, 110), 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &verdict{}
+			checkLostWrites(ops, map[string]histOp{"k": tc.final}, []string{"k"}, v)
+			assert.Equal(t, tc.lost, v.LostAckedWrites)
+			assert.Len(t, v.Violations, tc.viol)
+		})
+	}
+}
+
+func TestCheckSessions(t *testing.T) {
+	base := []histOp{put(2, "k", "a", 0, 10), put(1, "k", "b", 20, 30)}
+	for _, tc := range []struct {
+		name string
+		read histOp
+		want int
+	}{
+		{"reads its own write", get(kindSession, 1, "k", "b", 40, 50), 0},
+		{"an older value than its write", get(kindSession, 1, "k", "a", 40, 50), 1},
+		{"absent after its write", get(kindSession, 1, "k", "", 40, 50), 1},
+		{"another session may lag", get(kindSession, 3, "k", "a", 40, 50), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &verdict{}
+			checkSessions(append(append([]histOp(nil), base...), tc.read), v)
+			assert.Equal(t, tc.want, v.SessionViolations)
+		})
+	}
+	// Monotonic reads: after reading b, a session must not read a.
+	v := &verdict{}
+	checkSessions([]histOp{put(2, "k", "a", 0, 10), put(2, "k", "b", 20, 30),
+		get(kindSession, 1, "k", "b", 40, 50), get(kindSession, 1, "k", "a", 60, 70)}, v)
+	assert.Equal(t, 1, v.SessionViolations)
+}
+
+func TestCheckStaleness(t *testing.T) {
+	sec := int64(time.Second)
+	ops := []histOp{put(1, "k", "a", 0, 10), put(1, "k", "b", 20, 30)}
+	v := &verdict{}
+	checkStaleness(append(ops, get(kindBounded, 2, "k", "a", 30+sec/2, sec)), time.Second, v)
+	assert.Equal(t, 0, v.StalenessViol, "within the bound")
+	v = &verdict{}
+	checkStaleness(append(ops, get(kindBounded, 2, "k", "a", 3*sec, 3*sec+10)), time.Second, v)
+	assert.Equal(t, 1, v.StalenessViol, "superseded 3 s before, bound 1 s")
+}
+
+func TestScheduleIsSeeded(t *testing.T) {
+	cfg := scheduleConfig{Seed: 42, Duration: 60 * time.Second, Nodes: 9, Partitions: 6, Kinds: nemesisKinds,
+		Drift: 250 * time.Millisecond, Lease: 2 * time.Second}
+	a, b := schedule(cfg), schedule(cfg)
+	assert.Equal(t, a, b, "the same seed must give the same schedule (the replay)")
+	cfg.Seed = 43
+	assert.NotEqual(t, a, schedule(cfg))
+	// Over a few seeds every kind is drawn, and every fault ends before
+	// the run does.
+	seen := map[string]bool{}
+	for s := uint64(0); s < 40; s++ {
+		cfg.Seed = s
+		for _, f := range schedule(cfg) {
+			seen[f.Kind] = true
+			assert.LessOrEqual(t, f.At+f.For, cfg.Duration, "seed %d: %s", s, f)
+			if f.Kind == fClockSkew {
+				assert.Less(t, f.Offset.Abs(), cfg.Drift, "a within-bound skew")
+			}
+		}
+	}
+	for _, k := range append(append([]string(nil), nemesisKinds...), operatorKinds...) {
+		assert.True(t, seen[k], "kind %s never drawn", k)
+	}
+	cfg.ClockBeyond = true
+	var beyond bool
+	for _, f := range schedule(cfg) {
+		if f.Kind == fClockBeyond {
+			beyond = true
+			assert.Greater(t, f.Offset, cfg.Lease, "a beyond-bound skew")
+		}
+	}
+	assert.True(t, beyond)
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fmnode/fmnode/txtdns/kv"
+	"github.com/fmnode/fmnode/txtdns/routing"
+)
+
+// Operation kinds of the workload. Every put writes a value unique in
+// the run, so a read names the write it saw.
+const (
+	kindPut     = "put"
+	kindStrong  = "get-strong"
+	kindSession = "get-session"
+	kindBounded = "get-bounded"
+	kindFinal   = "get-final" // the checker's read-back after the heal
+)
+
+// Results of an operation as the client reported it.
+const (
+	resOK      = "ok"
+	resFail    = "fail"    // definitely not applied (a put) / no answer (a read)
+	resUnknown = "unknown" // a put that may or may not have been applied
+)
+
+// histOp is one operation as a client saw it: invoke and complete on
+// the harness's clock (ns since the run's start); an unknown outcome has
+// Complete = -1, an infinite return time for the checker.
+type histOp struct {
+	Client   int    `json:"client"`
+	Kind     string `json:"kind"`
+	Key      string `json:"key"`
+	Value    string `json:"value,omitempty"` // written, or read ("" and !Found: absent)
+	Found    bool   `json:"found,omitempty"`
+	Invoke   int64  `json:"invoke_ns"`
+	Complete int64  `json:"complete_ns"`
+	Result   string `json:"result"`
+	Err      string `json:"err,omitempty"`
+}
+
+// history is the run's record, bounded by maxOps.
+type history struct {
+	start  time.Time
+	maxOps int
+	mu     sync.Mutex
+	ops    []histOp
+	full   atomic.Bool
+}
+
+func (h *history) now() int64 { return int64(time.Since(h.start)) }
+
+func (h *history) add(op histOp) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.ops) >= h.maxOps {
+		h.full.Store(true)
+		return false
+	}
+	h.ops = append(h.ops, op)
+	return true
+}
+
+func (h *history) snapshot() []histOp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]histOp(nil), h.ops...)
+}
+
+// workloadConfig: clients share the keys (keysPerPartition of every
+// partition); at most 10 clients, so that porcupine's cost per key stays
+// small.
+type workloadConfig struct {
+	Clients          int
+	KeysPerPartition int
+	Partitions       int
+	OpTimeout        time.Duration
+	Seed             uint64
+}
+
+// workloadKeys picks KeysPerPartition keys of every partition.
+func workloadKeys(parts, perPart int) ([]string, error) {
+	hp, err := routing.NewOneBasedHashPartitioner(uint32(parts))
+	if err != nil {
+		return nil, err
+	}
+	count := map[uint32]int{}
+	var keys []string
+	for k := 0; len(keys) < parts*perPart && k < 1_000_000; k++ {
+		key := fmt.Sprintf("k%d", k)
+		p := hp.Partition(key)
+		if count[p] < perPart {
+			count[p]++
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) < parts*perPart {
+		return nil, errors.New("workload: could not spread the keys over the partitions")
+	}
+	return keys, nil
+}
+
+// newClient is the Go client the workload uses: DNS routing through the
+// agents' DNS servers, TLS with the harness's client certificate, every
+// connection guarded onto loopback (the agents' API addresses it dials
+// are their proxies).
+func (c *cluster) newClient(opTimeout time.Duration) (*kv.Client, error) {
+	servers := c.dnsServers()
+	for _, s := range servers {
+		if err := checkLoopback(s); err != nil {
+			return nil, err
+		}
+	}
+	res, err := routing.NewDNSResolver(routing.DNSResolverConfig{Servers: servers, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{TLSClientConfig: c.tlsCfg, DialContext: guardedDialContext, MaxIdleConnsPerHost: 16}
+	return kv.New(kv.Config{HTTP: &http.Client{Transport: tr}, Timeout: opTimeout,
+		Routing: routing.Config{Zone: zone, Resolver: res, PartitionCount: uint32(c.cfg.Partitions)}})
+}
+
+// runWorkload runs the clients until ctx ends or the history is full.
+func runWorkload(ctx context.Context, c *cluster, wc workloadConfig, keys []string, h *history) (*atomic.Int64, error) {
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	for id := 1; id <= wc.Clients; id++ {
+		cl, err := c.newClient(wc.OpTimeout)
+		if err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go func(id int, cl *kv.Client) {
+			defer wg.Done()
+			runClient(ctx, id, cl, wc, keys, h, &seq)
+		}(id, cl)
+	}
+	wg.Wait()
+	return &seq, nil
+}
+
+func runClient(ctx context.Context, id int, cl *kv.Client, wc workloadConfig, keys []string, h *history, seq *atomic.Int64) {
+	rng := rand.New(rand.NewPCG(wc.Seed, uint64(id)))
+	sess := cl.NewSession()
+	for ctx.Err() == nil && !h.full.Load() {
+		key := keys[rng.IntN(len(keys))]
+		op := histOp{Client: id, Key: key}
+		x := rng.IntN(100)
+		switch {
+		case x < 45:
+			op.Kind = kindPut
+			op.Value = fmt.Sprintf("c%d-%d", id, seq.Add(1))
+		case x < 75:
+			op.Kind = kindStrong
+		case x < 90:
+			op.Kind = kindSession
+		default:
+			op.Kind = kindBounded
+		}
+		// The op's own bound: its timeout, not the run's context (an
+		// operation cut by the run's end would be an unknown outcome the
+		// harness made up).
+		octx, cancel := context.WithTimeout(context.Background(), wc.OpTimeout+time.Second)
+		op.Invoke = h.now()
+		switch op.Kind {
+		case kindPut:
+			err := sess.Put(octx, key, []byte(op.Value))
+			op.Complete = h.now()
+			switch {
+			case err == nil:
+				op.Result = resOK
+			case errors.Is(err, kv.ErrUnknownOutcome):
+				op.Result, op.Complete, op.Err = resUnknown, -1, err.Error()
+			default:
+				op.Result, op.Err = resFail, err.Error()
+			}
+		default:
+			cons := map[string]routing.Consistency{kindStrong: routing.ConsistencyStrong, kindSession: routing.ConsistencySession,
+				kindBounded: routing.ConsistencyBoundedStaleness}[op.Kind]
+			v, found, err := sess.Get(octx, key, cons)
+			op.Complete = h.now()
+			if err != nil {
+				op.Result, op.Err = resFail, err.Error()
+			} else {
+				op.Result, op.Found, op.Value = resOK, found, string(v)
+			}
+		}
+		cancel()
+		if !h.add(op) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(2+rng.IntN(8)) * time.Millisecond):
+		}
+	}
+}
+
+// finalReads reads every key strongly until each answers (or ctx
+// ends): the read-back after the heal. It returns when they all did.
+func finalReads(ctx context.Context, c *cluster, keys []string, h *history, opTimeout time.Duration) (map[string]histOp, error) {
+	cl, err := c.newClient(opTimeout)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]histOp{}
+	for _, key := range keys {
+		for {
+			op := histOp{Client: 0, Kind: kindFinal, Key: key, Invoke: h.now()}
+			octx, cancel := context.WithTimeout(ctx, opTimeout)
+			v, found, err := cl.Get(octx, key, routing.ConsistencyStrong)
+			cancel()
+			op.Complete = h.now()
+			if err == nil {
+				op.Result, op.Found, op.Value = resOK, found, string(v)
+				out[key] = op
+				break
+			}
+			if ctx.Err() != nil {
+				return out, fmt.Errorf("read-back of %s: %w (last: %v)", key, ctx.Err(), err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return out, nil
+}
