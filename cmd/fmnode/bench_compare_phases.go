@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/fmnode/fmnode/failover"
+)
+
+// resources are this process's counters: CPU (user + system) and the
+// bytes it caused to be written to storage (/proc/self/io write_bytes:
+// every write that reaches the block layer, fsynced or written back).
+type resources struct {
+	cpu        time.Duration
+	writeBytes uint64
+}
+
+func takeResources() resources {
+	var r resources
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	if b, err := os.ReadFile("/proc/self/io"); err == nil {
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if v, ok := bytes.CutPrefix(line, []byte("write_bytes: ")); ok {
+				r.writeBytes, _ = strconv.ParseUint(string(v), 10, 64)
+			}
+		}
+	}
+	return r
+}
+
+// completion is p50, p99 and max of ds, in seconds.
+func completion(ds []time.Duration) completionFigure {
+	if len(ds) == 0 {
+		return completionFigure{}
+	}
+	slices.Sort(ds)
+	q := func(f float64) float64 {
+		i := int(f*float64(len(ds))+0.999999) - 1
+		return ds[min(max(i, 0), len(ds)-1)].Seconds()
+	}
+	return completionFigure{P50: q(0.50), P99: q(0.99), Max: ds[len(ds)-1].Seconds()}
+}
+
+// steadyWrites is (2): both systems run side by side, at the steady
+// profile, with every partition created; after the settle time, the
+// writes each makes to its coordination store in the window are counted,
+// per replica of the store: for CASPaxos the records its acceptors
+// persist (promises and accepts, averaged over the three), for raft the
+// map entries one voter's state machine applies (heartbeat records and
+// state puts; every entry is also in each voter's log).
+func steadyWrites(ctx context.Context, o compareOptions, prof failover.Config, dir string, cas, rft *compareSide) (err error) {
+	cl, err := startCASLoop(filepath.Join(dir, "cas-steady"), o.partitions, prof)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, cl.close()) }()
+	started := time.Now()
+	rc, err := startRaftCompare(ctx, filepath.Join(dir, "raft-steady"), prof, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, rc.Close()) }()
+	states, err := compareStates(o.partitions, "east")
+	if err != nil {
+		return err
+	}
+	if err := rc.Create(ctx, states, 256); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.outageTimeout)
+	err = cl.waitKnown(wctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if wait := o.steadySettle - time.Since(started); wait > 0 {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	raftWrites := func() uint64 {
+		s := rc.Voters[0].FSM().Stats()
+		return s.Puts + s.HeartbeatRecords
+	}
+	casBefore, _ := cl.acceptorRecords()
+	raftBefore := raftWrites()
+	t0 := time.Now()
+	select {
+	case <-time.After(o.steadyWindow):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	window := time.Since(t0)
+	casAfter, _ := cl.acceptorRecords()
+	raftAfter := raftWrites()
+	perHour := func(n uint64) float64 {
+		return float64(n) / float64(o.partitions) * float64(time.Hour) / float64(window)
+	}
+	cas.SteadyWrites = (casAfter - casBefore) / uint64(len(cl.nodes))
+	rft.SteadyWrites = raftAfter - raftBefore
+	cas.SteadyWindowS, rft.SteadyWindowS = window.Seconds(), window.Seconds()
+	cas.SteadyWritesPerPartitionHour, rft.SteadyWritesPerPartitionHour = perHour(cas.SteadyWrites), perHour(rft.SteadyWrites)
+	return nil
+}
+
+// casOutage is (3, 4) for CASPaxos: east, write region of every
+// partition, stops; completion is when a surviving node first knows the
+// partition's committed failover.
+func casOutage(ctx context.Context, o compareOptions, dir string, side *compareSide) (err error) {
+	cl, err := startCASLoop(filepath.Join(dir, "cas-outage"), o.partitions, failover.FastConfig())
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, cl.close()) }()
+	wctx, cancel := context.WithTimeout(ctx, o.outageTimeout)
+	defer cancel()
+	if err := cl.waitKnown(wctx); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(o.outageSettle):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	before := takeResources()
+	recBefore, bytesBefore := cl.acceptorRecords()
+	killed := time.Now()
+	if err := cl.kill(0); err != nil {
+		return fmt.Errorf("stop east: %w", err)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, o.outageTimeout)
+	defer fcancel()
+	took, err := cl.failedOver(fctx, "east", killed)
+	if err != nil {
+		return err
+	}
+	after := takeResources()
+	recAfter, bytesAfter := cl.acceptorRecords()
+	side.FailoverCompletionS = completion(took)
+	side.FailedOver = len(took)
+	side.OutageWindowS = side.FailoverCompletionS.Max
+	side.StoreCPUSeconds = (after.cpu - before.cpu).Seconds()
+	side.StoreBytesWritten = after.writeBytes - before.writeBytes
+	side.StoreLogicalBytes = bytesAfter - bytesBefore
+	side.OutageStoreWrites = (recAfter - recBefore) / 2
+	side.FailoverMachinery = "3 internal/noderun nodes in this process (real node, nodenet TCP on loopback, bbolt acceptors with fsync, in-memory partition stores); east's driver stopped; completion when a surviving node knows the committed failover"
+	return nil
+}
