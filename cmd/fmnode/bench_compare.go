@@ -27,6 +27,7 @@ type compareOptions struct {
 	steadyWindow  time.Duration
 	outageSettle  time.Duration
 	outageTimeout time.Duration
+	casOutage     string
 	dataParent    string
 	json          bool
 	// command builds the acceptor children of the CAS throughput run
@@ -44,19 +45,24 @@ type compareSide struct {
 	StoreCPUSeconds              float64          `json:"store_cpu_seconds"`
 	StoreBytesWritten            uint64           `json:"store_bytes_written"`
 	// The counts behind the figures.
-	Updates             uint64  `json:"updates"`
-	UpdateMismatches    uint64  `json:"update_mismatches"`
-	UpdateErrors        uint64  `json:"update_errors"`
-	SteadyWrites        uint64  `json:"steady_writes"`
-	SteadyWindowS       float64 `json:"steady_window_s"`
-	FailedOver          int     `json:"failed_over"`
-	OutageWindowS       float64 `json:"outage_window_s"`
-	StoreLogicalBytes   uint64  `json:"store_logical_bytes,omitempty"`
-	OutageStoreWrites   uint64  `json:"outage_store_writes"`
-	ElectionS           float64 `json:"election_s,omitempty"`
-	ValueBytes          int     `json:"value_bytes"`
-	ThroughputMachinery string  `json:"throughput_machinery"`
-	FailoverMachinery   string  `json:"failover_machinery"`
+	Updates          uint64  `json:"updates"`
+	UpdateMismatches uint64  `json:"update_mismatches"`
+	UpdateErrors     uint64  `json:"update_errors"`
+	SteadyWrites     uint64  `json:"steady_writes"`
+	SteadyWindowS    float64 `json:"steady_window_s"`
+	FailedOver       int     `json:"failed_over"`
+	// NotFailedOver partitions had not failed over within
+	// --outage-timeout; the completion figures then count them at the
+	// bound and CompletionLowerBound is set.
+	NotFailedOver        int     `json:"not_failed_over"`
+	CompletionLowerBound bool    `json:"completion_lower_bound,omitempty"`
+	OutageWindowS        float64 `json:"outage_window_s"`
+	StoreLogicalBytes    uint64  `json:"store_logical_bytes,omitempty"`
+	OutageStoreWrites    uint64  `json:"outage_store_writes"`
+	ElectionS            float64 `json:"election_s,omitempty"`
+	ValueBytes           int     `json:"value_bytes"`
+	ThroughputMachinery  string  `json:"throughput_machinery"`
+	FailoverMachinery    string  `json:"failover_machinery"`
 }
 
 // completionFigure is failover completion over the affected partitions,
@@ -84,6 +90,7 @@ type compareOutput struct {
 	Writers       int           `json:"writers"`
 	DurationS     float64       `json:"duration_s"`
 	SteadyProfile string        `json:"steady_profile"`
+	CASOutage     string        `json:"caspaxos_outage"`
 	OutageProfile string        `json:"outage_profile"`
 	CASPaxos      compareSide   `json:"caspaxos"`
 	Raft          compareSide   `json:"raft"`
@@ -106,6 +113,7 @@ func runBenchCompare(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&o.steadyWindow, "steady-window", 0, "steady-state window (0: 2 heartbeat intervals)")
 	fs.DurationVar(&o.outageSettle, "outage-settle", 0, "time from every partition known to the kill (0: 2x the fast profile's takeover delay)")
 	fs.DurationVar(&o.outageTimeout, "outage-timeout", 2*time.Minute, "bound on setup and on every partition failing over")
+	fs.StringVar(&o.casOutage, "caspaxos-outage", "node", "CASPaxos side of the outage: node (three real nodes in this process, measured) or sim (the simulator's region-outage drill, simulated time; no CPU or bytes)")
 	fs.StringVar(&o.dataParent, "data", "", "parent of the temporary data directories (default: the system temp dir)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object")
 	if ok, code := parseFlags(fs, args, stderr); !ok {
@@ -145,6 +153,10 @@ func (o *compareOptions) validate() error {
 		return fmt.Errorf("--steady-settle, --steady-window and --outage-settle must not be negative")
 	case o.outageTimeout <= 0:
 		return fmt.Errorf("--outage-timeout %v: must be positive", o.outageTimeout)
+	case o.casOutage == "":
+		o.casOutage = "node"
+	case o.casOutage != "node" && o.casOutage != "sim":
+		return fmt.Errorf("--caspaxos-outage %q: must be node or sim", o.casOutage)
 	}
 	prof, err := failover.Profile(o.steadyProfile)
 	if err != nil {
@@ -168,7 +180,7 @@ func benchCompare(ctx context.Context, o compareOptions, stderr io.Writer) (out 
 	start := time.Now()
 	steady, _ := failover.Profile(o.steadyProfile)
 	out = compareOutput{Benchmark: "compare", Partitions: o.partitions, Writers: o.writers, DurationS: o.duration.Seconds(),
-		SteadyProfile: o.steadyProfile, OutageProfile: "fast", NumCPU: runtime.NumCPU(), LoadAvg1Start: loadAvg1()}
+		SteadyProfile: o.steadyProfile, OutageProfile: "fast", CASOutage: o.casOutage, NumCPU: runtime.NumCPU(), LoadAvg1Start: loadAvg1()}
 	dir, err := os.MkdirTemp(o.dataParent, "fmnode-bench-compare-")
 	if err != nil {
 		return out, err
@@ -216,8 +228,12 @@ func benchCompare(ctx context.Context, o compareOptions, stderr io.Writer) (out 
 	// (3, 4) The region holding the raft leader (and every write region)
 	// is lost, fast profile; one system at a time, so each has the
 	// machine and the process counters are its own.
-	progress("outage: CASPaxos, %d partitions", o.partitions)
-	if err := casOutage(ctx, o, dir, &out.CASPaxos); err != nil {
+	progress("outage: CASPaxos (%s), %d partitions", o.casOutage, o.partitions)
+	outage := casOutage
+	if o.casOutage == "sim" {
+		outage = simOutage
+	}
+	if err := outage(ctx, o, dir, &out.CASPaxos); err != nil {
 		return out, fmt.Errorf("CASPaxos outage: %w", err)
 	}
 	progress("outage: raft, %d partitions", o.partitions)

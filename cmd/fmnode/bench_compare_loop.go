@@ -237,12 +237,13 @@ func (c *casLoop) close() error {
 
 // failedOver polls the live nodes until every partition's register holds
 // a state whose write region is not lost, at an epoch above the first,
-// and returns when each partition was first seen so, after since.
-func (c *casLoop) failedOver(ctx context.Context, lost quorum.Region, since time.Time) ([]time.Duration, error) {
+// and returns when each partition was first seen so, after since. If ctx
+// ends first it returns the times of those that did and how many did not.
+func (c *casLoop) failedOver(ctx context.Context, lost quorum.Region, since time.Time) ([]time.Duration, int, error) {
 	took := make([]time.Duration, c.parts)
 	done := make([]bool, c.parts)
 	left := c.parts
-	for left > 0 {
+	for left > 0 && ctx.Err() == nil {
 		for _, ln := range c.live() {
 			err := ln.drv.Do(ctx, func(_ time.Duration, n *node.Node) error {
 				at := time.Since(since)
@@ -258,18 +259,22 @@ func (c *casLoop) failedOver(ctx context.Context, lost quorum.Region, since time
 				}
 				return nil
 			})
-			if err != nil {
-				return took, err
+			if err != nil && ctx.Err() == nil {
+				return nil, left, err
 			}
 		}
-		if left == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return took, fmt.Errorf("%d of %d partitions not failed over: %w", left, c.parts, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		if left > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}
-	return took, nil
+	out := make([]time.Duration, 0, c.parts-left)
+	for p, d := range done {
+		if d {
+			out = append(out, took[p])
+		}
+	}
+	return out, left, nil
 }
