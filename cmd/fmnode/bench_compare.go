@@ -27,6 +27,7 @@ type compareOptions struct {
 	steadyWindow  time.Duration
 	outageSettle  time.Duration
 	outageTimeout time.Duration
+	setupTimeout  time.Duration
 	casOutage     string
 	dataParent    string
 	json          bool
@@ -112,7 +113,8 @@ func runBenchCompare(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.DurationVar(&o.steadySettle, "steady-settle", 0, "time from start to the steady window (0: 1.5 heartbeat intervals, so the window holds whole raft heartbeat rounds)")
 	fs.DurationVar(&o.steadyWindow, "steady-window", 0, "steady-state window (0: 2 heartbeat intervals)")
 	fs.DurationVar(&o.outageSettle, "outage-settle", 0, "time from every partition known to the kill (0: 2x the fast profile's takeover delay)")
-	fs.DurationVar(&o.outageTimeout, "outage-timeout", 2*time.Minute, "bound on setup and on every partition failing over")
+	fs.DurationVar(&o.outageTimeout, "outage-timeout", 2*time.Minute, "bound on every partition failing over, from the kill")
+	fs.DurationVar(&o.setupTimeout, "setup-timeout", 5*time.Minute, "bound on each cluster's setup (every register known to every node)")
 	fs.StringVar(&o.casOutage, "caspaxos-outage", "node", "CASPaxos side of the outage: node (three real nodes in this process, measured) or sim (the simulator's region-outage drill, simulated time; no CPU or bytes)")
 	fs.StringVar(&o.dataParent, "data", "", "parent of the temporary data directories (default: the system temp dir)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object")
@@ -153,6 +155,8 @@ func (o *compareOptions) validate() error {
 		return fmt.Errorf("--steady-settle, --steady-window and --outage-settle must not be negative")
 	case o.outageTimeout <= 0:
 		return fmt.Errorf("--outage-timeout %v: must be positive", o.outageTimeout)
+	case o.setupTimeout < 0:
+		return fmt.Errorf("--setup-timeout %v: must not be negative", o.setupTimeout)
 	case o.casOutage == "":
 		o.casOutage = "node"
 	case o.casOutage != "node" && o.casOutage != "sim":
@@ -167,6 +171,9 @@ func (o *compareOptions) validate() error {
 	}
 	if o.steadyWindow == 0 {
 		o.steadyWindow = 2 * prof.HeartbeatInterval
+	}
+	if o.setupTimeout == 0 {
+		o.setupTimeout = 5 * time.Minute
 	}
 	if o.outageSettle == 0 {
 		o.outageSettle = 2 * failover.FastConfig().TakeoverDelay()

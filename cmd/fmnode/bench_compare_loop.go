@@ -61,6 +61,9 @@ type casLoopNode struct {
 	acc    *countingStore
 	cancel context.CancelFunc
 	errc   chan error
+	// severed: cut off (transport closed, driver told to stop), not yet
+	// reaped.
+	severed bool
 }
 
 // casLoop is the three-node CASPaxos cluster.
@@ -171,7 +174,7 @@ func (c *casLoop) waitKnown(ctx context.Context) error {
 				return nil
 			})
 			if err != nil {
-				return err
+				return fmt.Errorf("%d registers still unknown: %w", missing, err)
 			}
 		}
 		if missing == 0 {
@@ -205,26 +208,43 @@ func (c *casLoop) acceptorRecords() (records, bytes uint64) {
 	return records, bytes
 }
 
-// kill stops node i as a killed process would: its driver ends (nothing
-// more leaves it), then its transport and store close.
+// kill stops node i as a killed process would (sever, then reap).
 func (c *casLoop) kill(i int) error {
+	return errors.Join(c.sever(i), c.reap(i))
+}
+
+// sever cuts node i off as a killed process: its transport closes first,
+// so nothing more leaves it even while its driver finishes the step it is
+// in, and its driver is told to stop. It does not wait.
+func (c *casLoop) sever(i int) error {
 	ln := c.nodes[i]
 	if ln.cancel == nil {
 		return nil
 	}
 	ln.cancel()
 	ln.cancel = nil
-	var errs []error
+	ln.severed = true
+	return ln.tr.Close()
+}
+
+// reap waits for a severed node's driver to end and closes its store.
+func (c *casLoop) reap(i int) error {
+	ln := c.nodes[i]
+	if !ln.severed {
+		return nil
+	}
 	select {
 	case err := <-ln.errc:
+		ln.severed = false
 		if err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
+			return errors.Join(err, ln.acc.Close())
 		}
-	case <-time.After(10 * time.Second):
-		errs = append(errs, fmt.Errorf("node %d: driver did not stop", ln.id))
+		return ln.acc.Close()
+	case <-time.After(time.Minute):
+		// Its store stays open: closing it under a running persist would
+		// fail that, not the driver.
+		return fmt.Errorf("node %d: driver did not stop within a minute", ln.id)
 	}
-	errs = append(errs, ln.tr.Close(), ln.acc.Close())
-	return errors.Join(errs...)
 }
 
 func (c *casLoop) close() error {

@@ -89,7 +89,7 @@ func steadyWrites(ctx context.Context, o compareOptions, prof failover.Config, d
 	if err := rc.Create(ctx, states, 256); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, o.outageTimeout)
+	wctx, cancel := context.WithTimeout(ctx, o.setupTimeout)
 	err = cl.waitKnown(wctx)
 	cancel()
 	if err != nil {
@@ -136,7 +136,7 @@ func casOutage(ctx context.Context, o compareOptions, dir string, side *compareS
 		return err
 	}
 	defer func() { err = errors.Join(err, cl.close()) }()
-	wctx, cancel := context.WithTimeout(ctx, o.outageTimeout)
+	wctx, cancel := context.WithTimeout(ctx, o.setupTimeout)
 	defer cancel()
 	if err := cl.waitKnown(wctx); err != nil {
 		return err
@@ -149,7 +149,7 @@ func casOutage(ctx context.Context, o compareOptions, dir string, side *compareS
 	before := takeResources()
 	recBefore, bytesBefore := cl.acceptorRecords()
 	killed := time.Now()
-	if err := cl.kill(0); err != nil {
+	if err := cl.sever(0); err != nil {
 		return fmt.Errorf("stop east: %w", err)
 	}
 	fctx, fcancel := context.WithTimeout(ctx, o.outageTimeout)
@@ -163,6 +163,9 @@ func casOutage(ctx context.Context, o compareOptions, dir string, side *compareS
 	}
 	after := takeResources()
 	recAfter, bytesAfter := cl.acceptorRecords()
+	if err := cl.reap(0); err != nil {
+		return fmt.Errorf("stop east: %w", err)
+	}
 	side.FailoverCompletionS = completion(took)
 	side.FailedOver, side.NotFailedOver = len(took), left
 	if left > 0 {

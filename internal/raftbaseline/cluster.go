@@ -99,6 +99,11 @@ func (c *Cluster) Create(ctx context.Context, states []failover.State, maxInflig
 					break
 				}
 				_, err = l.PutState(ctx, PutState{Key: s.Partition, Expect: 0, State: s})
+				if attempt > 0 && errors.Is(err, ErrVersionMismatch) {
+					// An earlier attempt whose outcome was lost with
+					// the leadership did commit.
+					err = nil
+				}
 				if err == nil || !errors.Is(err, ErrNoLeader) {
 					break
 				}
