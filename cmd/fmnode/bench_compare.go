@@ -63,7 +63,9 @@ type compareSide struct {
 	ElectionS            float64 `json:"election_s,omitempty"`
 	ValueBytes           int     `json:"value_bytes"`
 	ThroughputMachinery  string  `json:"throughput_machinery"`
-	FailoverMachinery    string  `json:"failover_machinery"`
+	// Warnings are what went wrong after a figure was taken.
+	Warnings          []string `json:"warnings,omitempty"`
+	FailoverMachinery string   `json:"failover_machinery"`
 }
 
 // completionFigure is failover completion over the affected partitions,
@@ -288,5 +290,8 @@ func printCompare(w io.Writer, out compareOutput) {
 	row("failover completion p99 s", out.CASPaxos.FailoverCompletionS.P99, out.Raft.FailoverCompletionS.P99, fmt.Sprintf("(raft/caspaxos %.2fx)", out.Ratios.FailoverCompletionP99))
 	row("failover completion max s", out.CASPaxos.FailoverCompletionS.Max, out.Raft.FailoverCompletionS.Max, "")
 	row("store CPU s during the outage", out.CASPaxos.StoreCPUSeconds, out.Raft.StoreCPUSeconds, fmt.Sprintf("(raft/caspaxos %.2fx)", out.Ratios.StoreCPUSeconds))
+	for _, w2 := range append(out.CASPaxos.Warnings, out.Raft.Warnings...) {
+		fmt.Fprintf(w, "  warning: %s\n", w2)
+	}
 	row("store bytes written (MB)", float64(out.CASPaxos.StoreBytesWritten)/1e6, float64(out.Raft.StoreBytesWritten)/1e6, fmt.Sprintf("(raft/caspaxos %.2fx)", out.Ratios.StoreBytesWritten))
 }
