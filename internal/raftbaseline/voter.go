@@ -58,6 +58,8 @@ type Voter struct {
 	wg     sync.WaitGroup
 	closed bool
 
+	stop chan struct{} // closed by Close
+
 	ctrl controllerStats
 	hbs  heartbeatStats
 }
@@ -69,7 +71,7 @@ func New(cfg Config) (*Voter, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Voter{cfg: c, fsm: newFSM(c.Clock, c.OnState), peers: map[string]Peer{}}
+	v := &Voter{cfg: c, fsm: newFSM(c.Clock, c.OnState), peers: map[string]Peer{}, stop: make(chan struct{})}
 	if v.cfg.Replicas == nil {
 		v.cfg.Replicas = FSMReplicas{FSM: v.fsm}
 	}
@@ -205,7 +207,20 @@ func (v *Voter) PutState(ctx context.Context, p PutState) (uint64, error) {
 
 func (v *Voter) applyLocal(r *raft.Raft, cmd []byte) (uint64, error) {
 	f := r.Apply(cmd, v.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	// A future queued in raft's batch apply channel when the leader loop
+	// ends is never answered, so do not wait on it past the bound or
+	// the voter's stop (the waiting goroutine is left to the process).
+	answered := make(chan error, 1)
+	go func() { answered <- f.Error() }()
+	var err error
+	select {
+	case err = <-answered:
+	case <-v.stop:
+		return 0, ErrClosed
+	case <-time.After(v.cfg.ApplyTimeout):
+		return 0, fmt.Errorf("%w: apply not answered within %v", ErrNoLeader, v.cfg.ApplyTimeout)
+	}
+	if err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return 0, fmt.Errorf("%w: %w", ErrNoLeader, err)
 		}
@@ -311,6 +326,7 @@ func (v *Voter) Close() error {
 	v.closed = true
 	r, cancel := v.raft, v.cancel
 	v.mu.Unlock()
+	close(v.stop)
 	if cancel != nil {
 		cancel()
 	}
