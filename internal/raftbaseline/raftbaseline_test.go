@@ -218,3 +218,20 @@ func FuzzDecodeCommand(f *testing.F) {
 		require.NoError(t, err)
 	})
 }
+
+// A new leader counts a record it inherited as heard at its election,
+// never earlier: it cannot know the record's age by its own clock.
+func TestHeardAtNeverBeforeElection(t *testing.T) {
+	tm := &term{since: 10 * time.Second}
+	for name, c := range map[string]struct {
+		at   time.Duration
+		ok   bool
+		want time.Duration
+	}{
+		"inherited":       {at: 3 * time.Second, ok: true, want: 10 * time.Second},
+		"heard this term": {at: 12 * time.Second, ok: true, want: 12 * time.Second},
+		"never heard":     {ok: false, want: 10 * time.Second},
+	} {
+		assert.Equal(t, c.want, tm.heardAt(c.at, c.ok), name)
+	}
+}
