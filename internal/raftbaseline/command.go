@@ -114,6 +114,9 @@ func decodeCommand(b []byte) (any, error) {
 		var p PutState
 		p.Key = d.str("key", MaxKeyBytes)
 		p.Expect = d.uvarint("expect")
+		if d.err == nil && p.Key == "" {
+			d.fail("key", "empty")
+		}
 		if d.err != nil {
 			return nil, d.err
 		}
@@ -132,7 +135,9 @@ func decodeCommand(b []byte) (any, error) {
 		}
 		for i := uint64(0); d.err == nil && i < n; i++ {
 			var r ReplicaStatus
-			r.Key = d.str("key", MaxKeyBytes)
+			if r.Key = d.str("key", MaxKeyBytes); d.err == nil && r.Key == "" {
+				d.fail("key", "empty")
+			}
 			r.Epoch = failover.Epoch(d.uvarint("epoch"))
 			r.LastLSN = failover.LSN(d.uvarint("lsn"))
 			r.Fenced = d.bool("fenced")
