@@ -22,6 +22,7 @@ import (
 func benchmarks() map[string]command {
 	return map[string]command{
 		"agent":     {summary: "strong writes per second through the Go client against three agent processes on loopback, next to bench partition", run: runBenchAgent},
+		"compare":   {summary: "CASPaxos against the centralised raft baseline: update throughput, steady-state store writes, failover when the leader's region is lost", run: runBenchCompare},
 		"cas":       {summary: "CAS throughput and latency against acceptor processes on loopback", run: runBenchCAS},
 		"dns":       {summary: "DNS TXT queries per second against a txtdns server process on loopback", run: runBenchDNS},
 		"partition": {summary: "strong writes per second across many partitions, 3 regions in one process, pebble with sync", run: runBenchPartition},
