@@ -462,19 +462,22 @@ func (cs *clusterState) cleanUp() {
 	for i := range cs.pausedBy {
 		cs.resume(i, 0)
 	}
+	// Every partition the register shows paused is resumed, asked again
+	// at each poll until the register says so (a refusal while a proposal
+	// is in flight, or a resume whose write lost, is retried).
 	resumed := func() bool {
+		left := false
 		for i := range fw.parts {
-			if fw.reg[i].state.Paused {
-				if _, ok := cs.pausedBy[i]; !ok {
-					// Resumed by request but the register still says
-					// paused: ask again (the request may have lost).
-					cs.pausedBy[i] = -1
-					cs.resume(i, clusterResumeTries)
-				}
-				return false
+			if !fw.reg[i].state.Paused {
+				continue
 			}
+			left = true
+			if _, ok := cs.pausedBy[i]; !ok {
+				cs.pausedBy[i] = -1 // a re-ask: no action to follow
+			}
+			cs.resume(i, clusterResumeTries)
 		}
-		return len(cs.pausedBy) == 0
+		return !left
 	}
 	if !fw.runUntil(deadline, resumed) {
 		cs.r.violation(ViolationLiveness, "partitions still paused %v after the heal", clusterSettle)
