@@ -285,7 +285,7 @@ func Rank(s State, ev Evidence, exclude Region) []Candidate {
 			c.Why = "down"
 		case slices.Contains(s.NeverPromote, r):
 			c.Why = "never-promote"
-		case s.Consistency == Strong && !s.WriteQuorum.IsMember(r):
+		case s.Consistency == Strong && !s.WriteQuorum.IsMember(r) && !canaryIgnoreWriteQuorum:
 			c.Why = "not in the write quorum: may miss acknowledged writes"
 		case !x.Reported && s.Consistency != Strong:
 			c.Why = "progress unknown"

@@ -1,24 +1,38 @@
-//go:build fmnode_canary
+//go:build fmnode_canary_stale || fmnode_canary_wq || fmnode_canary_drift
 
 package sim
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
-// The stale-epoch canary (partition/canary_on.go, built only with
-// -tags fmnode_canary): a follower that applies appends of an older
-// epoch must be caught within 50 cluster seeds.
+// The cluster canaries, each built only with its tag, never into a
+// binary: a follower that applies appends of an older epoch
+// (partition/canary_on.go), a failover that ignores the write-quorum set
+// (failover/canary_wq_on.go), a takeover without the drift margin
+// (failover/canary_drift_on.go). Each must be caught within 50 cluster
+// swarm seeds:
 //
-//	go test -tags fmnode_canary -run TestCanaryStaleEpochApplyIsCaught ./sim/
-func TestCanaryStaleEpochApplyIsCaught(t *testing.T) {
-	for seed := uint64(1); seed <= 50; seed++ {
-		res, err := Run(Config{Scenario: "cluster", Seed: seed, Faults: FaultsSwarm})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Failed() {
-			t.Logf("caught at seed %d: %v", seed, res.Violations[0])
+//	go test -tags fmnode_canary_stale -run TestCanaryIsCaught ./sim/
+//	go test -tags fmnode_canary_wq -run TestCanaryIsCaught ./sim/
+//	go test -tags fmnode_canary_drift -run TestCanaryIsCaught ./sim/
+func TestCanaryIsCaught(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	caught := uint64(0)
+	Sweep(ctx, Config{Scenario: "cluster", Faults: FaultsSwarm}, 1, 50, 2, func(r SweepResult) {
+		if r.Err != nil {
+			t.Error(r.Err)
 			return
 		}
+		if r.Result.Failed() && caught == 0 {
+			caught = r.Result.Seed
+			t.Logf("caught at seed %d: %v", caught, r.Result.Violations)
+			cancel()
+		}
+	})
+	if caught == 0 {
+		t.Fatal("the canary passed 50 cluster seeds")
 	}
-	t.Fatal("a follower applying stale-epoch appends passed 50 cluster seeds")
 }
