@@ -252,7 +252,12 @@ func (n *foNode) pump() {
 			n.completeDisk()
 			continue
 		}
-		fw.e.w.Sched.At(done, NoNode, n, n.inc<<8|foEvDisk)
+		// On the node's index, so that a pause holds the completion
+		// until the node resumes: with NoNode it fired while paused and
+		// was dropped, leaving the node a Ready behind for good (its
+		// newest Ready waited for the next one's fsync: a quiet world
+		// never converged; found by the cluster scenario under heavy).
+		fw.e.w.Sched.At(done, n.idx, n, n.inc<<8|foEvDisk)
 	}
 	n.lease = n.mgr.Liveness().LeaseUntil()
 	n.arm()
@@ -270,7 +275,7 @@ func (n *foNode) arm() {
 	}
 	if d != n.evAt || !w.Sched.Pending(n.ev) {
 		n.evAt = d
-		n.ev = w.Sched.Reschedule(n.ev, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvTick)
+		n.ev = w.Sched.Reschedule(n.ev, max(w.VirtualAt(n.idx, d), w.Now()), n.idx, n, n.inc<<8|foEvTick)
 	}
 }
 
