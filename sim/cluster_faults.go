@@ -60,6 +60,8 @@ type clusterAction struct {
 	// "overtaken: reason" (a failover moved the partition first).
 	state string
 	ended bool
+	// node is the node that accepted the request (-1: none).
+	node int32
 }
 
 type clusterDrain struct {
@@ -161,6 +163,7 @@ func (cs *clusterState) outage(kind string, nodes []int32) int {
 		if cs.down[x] == 1 {
 			w.Crash(x)
 			w.Faults[FaultCrash]++
+			cs.nodeLost(x)
 		}
 	}
 	cs.outages = append(cs.outages, clusterOutage{kind: kind, nodes: nodes})
@@ -246,6 +249,9 @@ func (cs *clusterState) operate() {
 }
 
 func (cs *clusterState) act(a clusterAction) int {
+	if a.node == 0 && a.kind != caResume {
+		a.node = -1
+	}
 	cs.actions = append(cs.actions, a)
 	return len(cs.actions) - 1
 }
@@ -280,6 +286,7 @@ func (cs *clusterState) switchover() {
 		cs.refused(k, fmt.Errorf("the write region's node is down"))
 		return
 	}
+	cs.actions[k].node = n.idx
 	if err := n.node.Switchover(n.local(), fw.parts[i].id, target, fmt.Sprintf("cluster action %d", k)); err != nil {
 		cs.refused(k, err)
 	}
@@ -302,6 +309,7 @@ func (cs *clusterState) pause() {
 		cs.refused(k, fmt.Errorf("no live node hosts it"))
 		return
 	}
+	cs.actions[k].node = n.idx
 	if err := n.node.SetPaused(n.local(), fw.parts[i].id, true, fmt.Sprintf("cluster action %d", k)); err != nil {
 		cs.refused(k, err)
 		n.pump()
@@ -341,7 +349,7 @@ func (cs *clusterState) resume(i, try int) {
 	if by < 0 || !fw.reg[i].state.Paused {
 		return // a re-ask, or the pause never took: nothing to follow
 	}
-	k := cs.act(clusterAction{kind: caResume, part: i, at: fw.now(), state: "requested"})
+	k := cs.act(clusterAction{kind: caResume, part: i, at: fw.now(), state: "requested", node: n.idx})
 	cs.fig.Resumes++
 	fw.ct.fault(fw.now(), "operator: resume %s (action %d)", fw.parts[i].name, k)
 }
@@ -589,5 +597,20 @@ func (cs *clusterState) casLost(i int, prop failover.Proposal, out fmt.Stringer)
 			cs.fig.AbortedSwitchovers++
 		}
 		return
+	}
+}
+
+// nodeLost ends the requests node x had accepted and not yet written to
+// the register: the operator's call loses its connection with the node
+// (what the admin API answers then), so the request is aborted with that
+// reason. A request already started in the register goes on.
+func (cs *clusterState) nodeLost(x int32) {
+	for k := range cs.actions {
+		if a := &cs.actions[k]; !a.ended && a.node == x && a.state == "requested" {
+			a.state, a.ended = fmt.Sprintf("aborted: node %d crashed before its register write", x), true
+			if a.kind == caSwitchover {
+				cs.fig.AbortedSwitchovers++
+			}
+		}
 	}
 }
