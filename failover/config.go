@@ -190,4 +190,9 @@ func (c Config) Validate() error {
 
 // TakeoverDelay is how long after the last heartbeat heard from a write
 // region another region may replace it: its lease can not outlive this.
-func (c Config) TakeoverDelay() time.Duration { return c.LeaseDuration + c.MaxClockDrift }
+func (c Config) TakeoverDelay() time.Duration {
+	if canaryNoDriftMargin {
+		return c.LeaseDuration
+	}
+	return c.LeaseDuration + c.MaxClockDrift
+}

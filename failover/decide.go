@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fmnode/fmnode/progress"
+	"github.com/fmnode/fmnode/quorum"
 )
 
 // DecisionKind names what a decision does to the register.
@@ -284,7 +285,7 @@ func Rank(s State, ev Evidence, exclude Region) []Candidate {
 			c.Why = "down"
 		case slices.Contains(s.NeverPromote, r):
 			c.Why = "never-promote"
-		case s.Consistency == Strong && !s.WriteQuorum.IsMember(r):
+		case s.Consistency == Strong && !s.WriteQuorum.IsMember(r) && !canaryIgnoreWriteQuorum:
 			c.Why = "not in the write quorum: may miss acknowledged writes"
 		case !x.Reported && s.Consistency != Strong:
 			c.Why = "progress unknown"
@@ -347,6 +348,14 @@ func decideFailover(cfg Config, s State, ev Evidence) Decision {
 			continue
 		}
 		if x, _ := ev.Replica(c.Region); !x.Reported {
+			// The floor needs no position: a candidate it rejects is
+			// rejected here too (else an observer kept calling for a
+			// takeover that the candidate itself refused).
+			if _, err := promotedQuorum(s, ev, c); err != nil {
+				d.because("candidate %s rejected: %v", c.Region, err)
+				d.Candidates[i].Why = fmt.Sprintf("%s, but rejected: %v", c.Why, err)
+				continue
+			}
 			// Only the candidate knows its position: it promotes itself.
 			// Others back it up after a stagger (see Manager).
 			d.Kind, d.Target = DecideFailover, c.Region
@@ -400,17 +409,10 @@ func candidateSummary(cs []Candidate) string {
 	return strings.Join(parts, "; ")
 }
 
-// promote builds the state in which candidate c is write region at the
-// next epoch, starting after its common LSN with the lineage.
-func promote(cfg Config, s State, ev Evidence, c Candidate, kind DecisionKind) (State, progress.Divergence, error) {
-	next := s.Clone()
-	epoch := s.Epoch + 1
-	tbl, div, err := s.Table.Promote(epoch, string(c.Region), c.Epoch, c.LastLSN)
-	if err != nil {
-		return State{}, div, err
-	}
-	// The write quorum keeps the live members and the new write region;
-	// the old write region rejoins once it has caught up.
+// promotedQuorum is the write quorum candidate c would promote into: the
+// live members and c; the old write region rejoins once it has caught up.
+// Below the minimum durability it is an error (no takeover then).
+func promotedQuorum(s State, ev Evidence, c Candidate) (quorum.WriteQuorum, error) {
 	wq := s.WriteQuorum
 	wq.WriteRegion = c.Region
 	wq.Members = nil
@@ -421,7 +423,23 @@ func promote(cfg Config, s State, ev Evidence, c Candidate, kind DecisionKind) (
 		}
 	}
 	if len(wq.Members) < wq.MinDurability {
-		return State{}, div, fmt.Errorf("only %d live write-quorum members, minimum durability %d", len(wq.Members), wq.MinDurability)
+		return wq, fmt.Errorf("only %d live write-quorum members, minimum durability %d", len(wq.Members), wq.MinDurability)
+	}
+	return wq, nil
+}
+
+// promote builds the state in which candidate c is write region at the
+// next epoch, starting after its common LSN with the lineage.
+func promote(cfg Config, s State, ev Evidence, c Candidate, kind DecisionKind) (State, progress.Divergence, error) {
+	next := s.Clone()
+	epoch := s.Epoch + 1
+	tbl, div, err := s.Table.Promote(epoch, string(c.Region), c.Epoch, c.LastLSN)
+	if err != nil {
+		return State{}, div, err
+	}
+	wq, err := promotedQuorum(s, ev, c)
+	if err != nil {
+		return State{}, div, err
 	}
 	if err := wq.Validate(); err != nil {
 		return State{}, div, err

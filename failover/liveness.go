@@ -223,6 +223,20 @@ func NewLiveness(cfg Config, self NodeID, nodes []Node) (*Liveness, error) {
 	return l, nil
 }
 
+// SetBoot numbers this incarnation's views above every view an earlier
+// incarnation of the node sent: its ViewSeq starts at boot << 32 (boot is
+// the node's durable boot counter, growing at every start). Observers
+// drop a view whose ViewSeq is below the last one they kept (a reordered
+// older view), so a restarted node that counted its views from zero again
+// went unheard until it had changed its view as often as before the
+// restart: its suspicions and gray claims, and with them its votes,
+// never reached the observers that had not restarted (found by the
+// cluster scenario: a gray claim no candidate agreed with held a write
+// region's lease withheld for good). Call it before the first message.
+func (l *Liveness) SetBoot(boot uint64) {
+	l.viewSeq = max(l.viewSeq, boot<<32)
+}
+
 // Self returns this node.
 func (l *Liveness) Self() Node { return l.self }
 

@@ -382,3 +382,40 @@ func TestManagerReachabilityFollowsTheView(t *testing.T) {
 		assert.NotEqual(t, Region("north"), r.Region, "north reported its own replica")
 	}
 }
+
+// A restarted node's views count again at once: its new incarnation's
+// view sequence starts above the old one's (SetBoot). Before, the
+// observers that had kept the old incarnation's higher ViewSeq dropped
+// every view of the new one, so its gray claims and votes never reached
+// them (found by the cluster scenario, swarm seeds 6 and 10).
+func TestLivenessViewsOfARestartedNodeCount(t *testing.T) {
+	cfg := FastConfig()
+	nodes := []Node{{ID: 1, Region: "east"}, {ID: 2, Region: "north"}, {ID: 3, Region: "west"}}
+	boot := func(b uint64) *Liveness {
+		l, err := NewLiveness(cfg, 2, nodes)
+		require.NoError(t, err)
+		l.SetBoot(b)
+		return l
+	}
+	obs, err := NewLiveness(cfg, 1, nodes)
+	require.NoError(t, err)
+	deliver := func(l *Liveness, now time.Duration) {
+		for _, m := range l.Ready() {
+			if m.To == 1 {
+				require.NoError(t, obs.Step(now, m))
+			}
+		}
+	}
+	now := time.Second
+	old := boot(1)
+	for k := range 6 { // the old incarnation's view changes six times
+		old.SetGray(now, 3, k%2 == 0)
+		deliver(old, now)
+		now += 10 * time.Millisecond
+	}
+	require.False(t, obs.Withholding(3), "the old incarnation's last view claims nothing")
+	restarted := boot(2)
+	restarted.SetGray(now, 3, true)
+	deliver(restarted, now)
+	assert.True(t, obs.Withholding(3), "the restarted node's gray claim reached the observer")
+}

@@ -60,6 +60,10 @@ type ManagerConfig struct {
 	Failover Config
 	Self     NodeID
 	Nodes    []Node
+	// Boot is the node's boot counter (durable, growing at every start):
+	// it orders this incarnation's liveness views after the earlier ones'
+	// (Liveness.SetBoot). 0 for a node without one (tests).
+	Boot uint64
 	// MaxEvents bounds the event log.
 	MaxEvents int
 	// DrainConcurrency bounds switchovers a drain runs at once.
@@ -300,6 +304,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	live.SetBoot(cfg.Boot)
 	return &Manager{
 		cfg:          cfg,
 		live:         live,

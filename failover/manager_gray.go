@@ -130,15 +130,18 @@ func (m *Manager) checkGray(now time.Duration, p *partition) {
 	m.markDirty(p)
 }
 
-// grayTakeoverPossible reports whether a region other than p's write
-// region is eligible to take it over on the current evidence.
+// grayTakeoverPossible reports whether, on the current evidence, a
+// takeover of p's write region would be decided once it is declared
+// failed: the same rule the takeover applies (a candidate that qualifies,
+// the minimum-durability floor, pauses and hold-offs), not only an
+// eligible candidate. A candidate the floor rejects left the verdict
+// withholding the write region's lease for good: it could commit
+// nothing, its commit LSN stood still, and the verdict never cleared
+// (found by the cluster scenario at minimum durability 2).
 func (m *Manager) grayTakeoverPossible(now time.Duration, p *partition) bool {
-	for _, c := range Rank(p.state, m.evidence(now, p), p.state.WriteRegion) {
-		if c.Eligible {
-			return true
-		}
-	}
-	return false
+	ev := m.evidence(now, p)
+	ev.WriteRegionFailed = true
+	return decideFailover(m.cfg.Failover, p.state, ev).Kind == DecideFailover
 }
 
 // clearGray drops the client errors counted against p's write region and

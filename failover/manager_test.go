@@ -634,3 +634,36 @@ func TestManagerGrayWithoutCandidateWithholdsNoLease(t *testing.T) {
 		})
 	}
 }
+
+// A gray verdict withholds the write region's lease only while a takeover
+// could follow. When the one candidate left would promote below the
+// minimum durability, the takeover is refused, so withholding the lease
+// only stopped the write region from committing: its commit LSN stood
+// still, the verdict never cleared and every partition with a replica on
+// that node stayed short of its write quorum (found by the cluster
+// scenario, swarm seeds 1 and 4, at minimum durability 2).
+func TestManagerGrayBelowMinimumDurabilityWithholdsNoLease(t *testing.T) {
+	cfg := FastConfig()
+	h := newMgrHarness(t, cfg, 1)
+	for i := 0; i < 30; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	e := h.reg["p-000"]
+	s := e.state.Clone()
+	s.WriteQuorum.Members = []Region{"east", "west"}
+	s.WriteQuorum.MinDurability = 2
+	h.reg["p-000"] = regEntry{version: e.version + 1, state: s}
+	for _, m := range h.mgrs {
+		m.ObserveState(h.now, "p-000", e.version+1, s)
+	}
+	west := h.mgrs[2]
+	start, withheld := h.now, false
+	for h.now < start+3*cfg.GrayStall {
+		west.ReportClientError(h.now, "p-000", "east", 1)
+		h.step(500 * time.Millisecond)
+		withheld = withheld || west.Liveness().Withholding(1)
+	}
+	assert.False(t, withheld, "a gray claim whose takeover the floor refuses withheld east's lease")
+	assert.True(t, h.mgrs[1].Liveness().LeaseValid(h.now), "east lost its lease")
+	assert.Equal(t, Region("east"), h.reg["p-000"].state.WriteRegion)
+}

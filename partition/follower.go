@@ -6,7 +6,7 @@ import (
 
 // step handles one replica-to-replica message.
 func (r *Replica) step(now time.Duration, m *Message) {
-	if m.Epoch < r.epoch {
+	if m.Epoch < r.epoch && !(canaryStaleApply && m.Type == MsgAppend) {
 		// Fencing: nothing from a stale epoch is acted on. Tell the sender
 		// where writes go now (it adopts our epoch and stops).
 		if m.Type != MsgStale {

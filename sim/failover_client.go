@@ -106,7 +106,22 @@ type foClient struct {
 	// (a reply due earlier takes the event over: see deliverReplies).
 	timeoutEv EventID
 	timeoutAt time.Duration
+
+	// level is the consistency of the client's reads (0: strong, the
+	// history porcupine checks). A session client sends its token with
+	// every read and checks read-your-writes and monotonic reads on each
+	// answer; its writes (strong, to the write region) are in the
+	// history. Reads below strong are not: porcupine's model is strong.
+	level partition.Consistency
+	// tok is the session token (the newest position of every answer);
+	// ownWrite the client's latest acknowledged write; seen the newest
+	// version it read.
+	tok, ownWrite, seen partition.Token
 }
+
+// weakRead reports whether the client's current operation is a read
+// below strong (not in the porcupine history).
+func (c *foClient) weakRead() bool { return !c.write && c.level != 0 && c.level != partition.Strong }
 
 // foClients is the scheduler handler of every client.
 type foClients struct{ fw *foWorld }
@@ -114,10 +129,17 @@ type foClients struct{ fw *foWorld }
 func (fw *foWorld) makeClients() {
 	nr := len(fw.regions)
 	for i := range fw.parts {
-		for j := 0; j < fw.spec.clientsPerPartition; j++ {
+		for j := 0; j < fw.spec.clientsPerPartition+fw.spec.sessionClients+fw.spec.eventualClients; j++ {
 			r := (fw.regionIndex(fw.parts[i].initial) + j) % nr
 			c := &foClient{idx: len(fw.clients), part: i, region: r, node: fw.parts[i].nodeOfReg[r],
 				key: []byte("k"), keyStr: fmt.Sprintf("p%d", fw.parts[i].id)}
+			switch k := j - fw.spec.clientsPerPartition; {
+			case k < 0:
+			case k < fw.spec.sessionClients:
+				c.level = partition.Session
+			default:
+				c.level = partition.Eventual
+			}
 			c.hclient = fw.e.hist.NewClient()
 			fw.clients = append(fw.clients, c)
 		}
@@ -244,7 +266,16 @@ func (fw *foWorld) clientStart(c *foClient) {
 	} else {
 		c.value = ""
 	}
-	c.hi = fw.e.hist.Call(c.hclient, regInput{Kind: kind, Key: c.keyStr, Data: c.value}, now)
+	switch {
+	case c.weakRead():
+		c.hi = -1 // not in the strong history
+		req.Consistency = routing.ConsistencyEventual
+		if c.level == partition.Session {
+			req.Consistency = routing.ConsistencySession
+		}
+	default:
+		c.hi = fw.e.hist.Call(c.hclient, regInput{Kind: kind, Key: c.keyStr, Data: c.value}, now)
+	}
 	fw.e.ops.Issued++
 	c.op = fw.router(c).Begin(fw.rp(c.part), req)
 	fw.trace(c, foTraceEv{kind: trStart, ok: c.write})
@@ -320,7 +351,11 @@ func (fw *foWorld) clientArrive(c *foClient) {
 	if c.write {
 		n.node.Write(n.local(), &partition.WriteRequest{Partition: p, Epoch: epoch, Ref: ref, Key: c.key, Value: []byte(c.value)})
 	} else {
-		n.node.Read(n.local(), &partition.ReadRequest{Partition: p, Ref: ref, Key: c.key, Epoch: epoch, Consistency: partition.Strong})
+		lvl := partition.Strong
+		if c.level != 0 {
+			lvl = c.level
+		}
+		n.node.Read(n.local(), &partition.ReadRequest{Partition: p, Ref: ref, Key: c.key, Epoch: epoch, Consistency: lvl, Token: c.tok})
 	}
 	n.pump()
 }
@@ -440,18 +475,48 @@ func (fw *foWorld) clientEnd(c *foClient, err error) {
 			out.Data = c.value
 			fw.m.ack(fw, c.part, r.Token, now)
 			fw.m.clientAck(fw, c, r.Token, now)
+			c.ownWrite = c.ownWrite.Max(r.Token)
 		} else if r.Found {
 			out.Data = string(r.Value)
 		}
-		fw.e.hist.Return(c.hi, out, now)
+		if c.weakRead() {
+			fw.checkSessionRead(c, r)
+		} else {
+			fw.e.hist.Return(c.hi, out, now)
+		}
+		c.tok = c.tok.Max(r.Token)
 		fw.e.ops.OK++
 	case c.write && c.delivered:
 		// A write that reached a replica may have taken effect (unknown).
 		fw.e.hist.Return(c.hi, regOutput{Status: statusUnknown}, now)
 		fw.e.ops.Unknown++
 	default:
-		fw.e.hist.Discard(c.hi)
+		if c.hi >= 0 {
+			fw.e.hist.Discard(c.hi)
+		}
 		fw.e.ops.Failed++
+	}
+	if fw.ct != nil {
+		what := "read"
+		if c.write {
+			what = "write " + c.value
+		}
+		if c.level != 0 {
+			what = c.level.String() + " " + what
+		}
+		out := "ok"
+		switch {
+		case err == nil:
+			out = fmt.Sprintf("ok at %v", c.reply.Token)
+			if !c.write {
+				out += fmt.Sprintf(" found %v version %v", c.reply.Found, c.reply.Version)
+			}
+		case c.write && c.delivered:
+			out = "unknown: " + err.Error()
+		default:
+			out = "failed: " + err.Error()
+		}
+		fw.ct.part(c.part, ctEvent{at: now, kind: ctClient, a: uint64(c.idx), b: c.sentEpoch, s: out, t: what})
 	}
 	c.active = false
 	c.attempt++
@@ -484,7 +549,9 @@ func (fw *foWorld) clientDown(c *foClient) {
 		fw.e.hist.Return(c.hi, regOutput{Status: statusUnknown}, fw.now())
 		fw.e.ops.Unknown++
 	} else {
-		fw.e.hist.Discard(c.hi)
+		if c.hi >= 0 {
+			fw.e.hist.Discard(c.hi)
+		}
 		fw.e.ops.Failed++
 	}
 	c.active, c.spellOpen, c.probe, c.rerouteWatch = false, false, false, false

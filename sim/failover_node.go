@@ -59,6 +59,9 @@ type foNode struct {
 	lease time.Duration
 	// reuse is the node acceptor's first ballot reuse, once reported.
 	reuse error
+	// propPast sums the register proposer's stats of the incarnations
+	// that crashed.
+	propPast caspaxos.ProposerStats
 }
 
 func (n *foNode) local() time.Duration { return n.fw.e.w.Local(n.idx) }
@@ -148,6 +151,14 @@ func sortedRegions(rs []failover.RegionNode) []quorum.Region {
 // Crash loses the node and everything not on disk.
 func (n *foNode) Crash(now time.Duration) {
 	n.checkNode()
+	if n.node != nil {
+		s := n.node.Proposer().Stats()
+		n.propPast.Rounds += s.Rounds
+		n.propPast.NAKs += s.NAKs
+		if cs := n.fw.clusterLayer; cs != nil {
+			cs.staleRejectedPast += n.host.Stats().StaleRejected
+		}
+	}
 	n.node, n.mgr, n.host = nil, nil, nil
 	n.inflight, n.inflightHead = nil, 0
 	n.store = n.store.Reopen()
@@ -181,8 +192,14 @@ func (n *foNode) step(b *nodewire.Batch) {
 	if n.node == nil {
 		return
 	}
+	if n.fw.checkStale {
+		n.staleBeforeStep(b)
+	}
 	if err := n.node.Step(n.local(), b); err != nil {
 		n.fw.e.viol.add(n.fw.now(), ViolationProtocol, "node %d: %v", n.idx, err)
+	}
+	if n.fw.checkStale {
+		n.staleAfterStep()
 	}
 	n.node.Recycle(b) // the network's copy of the batch ends here
 	n.pump()
@@ -235,7 +252,12 @@ func (n *foNode) pump() {
 			n.completeDisk()
 			continue
 		}
-		fw.e.w.Sched.At(done, NoNode, n, n.inc<<8|foEvDisk)
+		// On the node's index, so that a pause holds the completion
+		// until the node resumes: with NoNode it fired while paused and
+		// was dropped, leaving the node a Ready behind for good (its
+		// newest Ready waited for the next one's fsync: a quiet world
+		// never converged; found by the cluster scenario under heavy).
+		fw.e.w.Sched.At(done, n.idx, n, n.inc<<8|foEvDisk)
 	}
 	n.lease = n.mgr.Liveness().LeaseUntil()
 	n.arm()
@@ -253,7 +275,7 @@ func (n *foNode) arm() {
 	}
 	if d != n.evAt || !w.Sched.Pending(n.ev) {
 		n.evAt = d
-		n.ev = w.Sched.Reschedule(n.ev, max(w.VirtualAt(n.idx, d), w.Now()), NoNode, n, n.inc<<8|foEvTick)
+		n.ev = w.Sched.Reschedule(n.ev, max(w.VirtualAt(n.idx, d), w.Now()), n.idx, n, n.inc<<8|foEvTick)
 	}
 }
 
@@ -326,6 +348,9 @@ func (n *foNode) completeDisk() {
 			fw.e.viol.add(fw.now(), ViolationInvariant, "node %d commit: %v", n.idx, err)
 			return
 		}
+		if fw.trackDurable {
+			n.noteDurable(rd.Host[i].Writes)
+		}
 	}
 	fw.deliverReplies(n, n.node.Advance(&rd, rd.Read(n.store)))
 	n.send(rd.Synced)
@@ -360,8 +385,14 @@ func (o foObserver) ActionFailed(p partition.ID, a failover.Action, err error) {
 	}
 }
 
-// CASDone: the simulator's checkers read outcomes from the registers.
-func (o foObserver) CASDone(partition.ID, failover.Proposal, node.CASOutcome, time.Duration) {}
+// CASDone: the simulator's checkers read outcomes from the registers; the
+// cluster scenario's operator learns here that its request lost its CAS
+// (what the admin API answers a --wait with).
+func (o foObserver) CASDone(p partition.ID, prop failover.Proposal, out node.CASOutcome, _ time.Duration) {
+	if cs := o.n.fw.clusterLayer; cs != nil && out != node.CASCommitted {
+		cs.casLost(int(p)-1, prop, out)
+	}
+}
 
 func (o foObserver) RegisterRefused(p partition.ID, kind node.OpKind, err error) {
 	switch kind {

@@ -39,6 +39,7 @@ type ScenarioFigures struct {
 	Drain    *DrainFigures    `json:"drain,omitempty"`
 	Gray     *GrayFigures     `json:"gray,omitempty"`
 	AZ       *AZFigures       `json:"az,omitempty"`
+	Cluster  *ClusterFigures  `json:"cluster,omitempty"`
 }
 
 // Table renders the figures for a person.
@@ -56,6 +57,9 @@ func (f *ScenarioFigures) Table() string {
 	}
 	if f.Gray != nil {
 		b.WriteString(f.Gray.table())
+	}
+	if f.Cluster != nil {
+		b.WriteString(f.Cluster.table())
 	}
 	if f.AZ != nil {
 		b.WriteString(f.AZ.table())

@@ -48,9 +48,10 @@ type foRun struct {
 	// resyncDone is when every partition had caught up once after the heal.
 	resyncDone time.Duration
 	// The scripts' own records.
-	fb    *foFailbackState
-	drain *foDrainState
-	gray  *foGrayState
+	fb      *foFailbackState
+	drain   *foDrainState
+	gray    *foGrayState
+	cluster *clusterState
 }
 
 func (r *foRun) violation(kind, format string, args ...any) {
@@ -73,6 +74,7 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 		return Result{}, nil, err
 	}
 	r := &foRun{fw: fw, cfg: cfg, profile: prof, down: make([]bool, len(fw.nodes))}
+	fw.testDoublePromote = cfg.testDoublePromote
 	e := fw.e
 	planFoStages(e, "fault", warm, outage)
 	e.mark("setup")

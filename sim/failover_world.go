@@ -49,6 +49,15 @@ type foSpec struct {
 	// resolvers model servers outside the nodes); only a world without
 	// clients may do so.
 	noDNS bool
+	// background, when set, adapts the seed's fault profile instead of
+	// foBackground (the cluster scenario keeps pauses in the mix), and
+	// pausable lets the nemesis pause any node.
+	background func(FaultProfile) FaultProfile
+	pausable   bool
+	// sessionClients adds per partition one client that reads at session
+	// consistency in its own region (read-your-writes and monotonic reads
+	// are checked), and eventualClients one that reads at eventual.
+	sessionClients, eventualClients int
 }
 
 // Bounds of a failover world.
@@ -116,6 +125,18 @@ type foWorld struct {
 
 	// preloaded is the bytes bulk-loaded into each partition (preload).
 	preloaded int
+	// ct, when set (the cluster scenario), keeps each partition's last
+	// events for the trace a failure prints.
+	ct *clusterTrace
+	// checkStale has every delivered append of an epoch older than the
+	// register's checked: the replica must not apply it (clusterStale).
+	// trackDurable records every op made durable per node and partition
+	// (the false-progress check).
+	checkStale, trackDurable bool
+	stale                    clusterStale
+	durable                  map[foDurKey]partition.Epoch
+	// clusterLayer is the cluster scenario's fault layer and operator.
+	clusterLayer *clusterState
 	// onLearn, when set, sees every newer committed register value with
 	// the one it replaces (scenario scripts time their transitions by it).
 	onLearn func(i int, old, s failover.State, at time.Duration)
@@ -220,7 +241,14 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	// The scenario scripts its own fault; --faults adds background ones
 	// (foBackground) while the script's fault lasts.
 	bg := func(p FaultProfile) FaultProfile { return foBackground(p, spec.profile, cfg.Outage) }
-	e, err := newEnv(cfg, envSpec{topo: topo, nodeRegion: nodeRegion, maxHistory: spec.maxHistory, crashable: []int32{}, faults: bg})
+	if spec.background != nil {
+		bg = spec.background
+	}
+	crashable := []int32{}
+	if spec.pausable {
+		crashable = nil // every node
+	}
+	e, err := newEnv(cfg, envSpec{topo: topo, nodeRegion: nodeRegion, maxHistory: spec.maxHistory, crashable: crashable, faults: bg})
 	if err != nil {
 		return nil, err
 	}
@@ -386,6 +414,14 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, at time.Dura
 	if !r.have {
 		fw.known++
 	}
+	if fw.ct != nil {
+		kind, reason := "", ""
+		if n := len(s.History); n > 0 && (len(old.state.History) == 0 || s.History[n-1] != old.state.History[len(old.state.History)-1]) {
+			kind, reason = s.History[n-1].Kind.String(), s.History[n-1].Reason
+		}
+		fw.ct.part(i, ctEvent{at: at, kind: ctRegister, a: version, b: uint64(s.Epoch), s: string(s.WriteRegion),
+			t: describeTransition(kind, reason, s.Phase, s.Paused) + fmt.Sprintf(", members %v", s.WriteQuorum.Members)})
+	}
 	r.have, r.version, r.state = true, version, s
 	if old.have {
 		fw.m.registerWrite(fw, i, old.state, s, at)
@@ -399,6 +435,7 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, at time.Dura
 // a node executes.
 func (fw *foWorld) recordPromote(i int, e failover.Epoch, r quorum.Region, at time.Duration) {
 	k := foEpochKey{part: i, epoch: e}
+	fw.ct.part(i, ctEvent{at: at, kind: ctPromote, a: uint64(e), s: string(r)})
 	if prev, ok := fw.promoted[k]; ok && prev != r {
 		fw.e.viol.add(at, ViolationInvariant, "partition %s epoch %d promoted in two regions: %s and %s", fw.parts[i].name, e, prev, r)
 		return
@@ -555,7 +592,7 @@ func (fw *foWorld) caughtUpSince() func() bool {
 // client per failover commit was quadratic: 60k commits over 200k clients
 // at 100k partitions.
 func (fw *foWorld) clientsOf(i int) []*foClient {
-	k := fw.spec.clientsPerPartition
+	k := fw.spec.clientsPerPartition + fw.spec.sessionClients + fw.spec.eventualClients
 	lo, hi := min(i*k, len(fw.clients)), min((i+1)*k, len(fw.clients))
 	return fw.clients[lo:hi]
 }

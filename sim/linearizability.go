@@ -21,10 +21,15 @@ const (
 // verdict it writes porcupine's HTML visualisation to dir and returns its
 // path, so a failure comes with a picture of the history.
 func checkLinearizable(ops []porcupine.Operation, timeout time.Duration, dir, name string) (verdict, vizPath string, err error) {
+	return checkLinearizableModel(registerModel(), ops, timeout, dir, name)
+}
+
+// checkLinearizableModel is checkLinearizable for another model (the
+// failover scenarios' key-value model).
+func checkLinearizableModel(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration, dir, name string) (verdict, vizPath string, err error) {
 	if len(ops) == 0 {
 		return LinOK, "", nil
 	}
-	model := registerModel()
 	// The plain check decides; the verbose one (which also records partial
 	// linearisations, and is slower) runs only to draw a failure.
 	switch porcupine.CheckOperationsTimeout(model, ops, timeout) {

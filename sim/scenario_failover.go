@@ -80,6 +80,7 @@ func failoverScenarios() []Scenario {
 			desc: "the write-heavy region's links cut and healed every few seconds for --outage (fast profile by default): failovers per partition bounded by hysteresis"},
 		failbackScenario{},
 		drainScenario{},
+		clusterScenario{},
 		grayScenario{},
 		azScenario{},
 	}

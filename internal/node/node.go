@@ -198,7 +198,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.prop = prop
 	mc := cfg.Manager
-	mc.Failover, mc.Self, mc.Nodes = cfg.Failover, cfg.ID, cfg.Nodes
+	mc.Failover, mc.Self, mc.Nodes, mc.Boot = cfg.Failover, cfg.ID, cfg.Nodes, cfg.Boot
 	if n.mgr, err = failover.NewManager(mc); err != nil {
 		return nil, fmt.Errorf("node %d: manager: %w", cfg.ID, err)
 	}

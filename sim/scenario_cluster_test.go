@@ -1,0 +1,50 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A cluster seed under swarm injects the cluster layer's faults and
+// actions and the nemesis's, passes every check, and replays with the
+// same trace hash.
+func TestClusterSwarmSeedPassesAndReplays(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster seed takes seconds")
+	}
+	cfg := Config{Scenario: "cluster", Seed: 2, Faults: FaultsSwarm}
+	a, err := Run(cfg)
+	require.NoError(t, err)
+	require.False(t, a.Failed(), "%v", a.Violations)
+	require.NotNil(t, a.ScenarioFigures)
+	f := a.ScenarioFigures.Cluster
+	require.NotNil(t, f)
+	assert.Equal(t, "swarm", a.Faults)
+	assert.Positive(t, f.SessionReads, "session clients read")
+	assert.Positive(t, f.EventualReads, "eventual clients read")
+	assert.Positive(t, f.Switchovers+f.Pauses+f.Drains, "the operator acted")
+	assert.Positive(t, f.RegionOutages+f.ZoneOutages+f.NodeCrashes, "nodes went down")
+	assert.Zero(t, f.StuckPartitions)
+	assert.Positive(t, f.RegisterRounds)
+	b, err := Run(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, a.TraceHash, b.TraceHash, "same seed, same run")
+}
+
+// A failing cluster seed names the failing partition and prints its last
+// events: the one-writer-per-epoch checker is made to fire.
+func TestClusterFailureCarriesTheTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster seed takes seconds")
+	}
+	cfg := Config{Scenario: "cluster", Seed: 2, Faults: FaultsNone, testDoublePromote: true}
+	res, err := Run(cfg)
+	require.NoError(t, err)
+	require.True(t, res.Failed())
+	f := res.ScenarioFigures.Cluster
+	require.NotEmpty(t, f.Trace, "%v", res.Violations)
+	assert.Contains(t, f.Trace[0], "last events of p/")
+	assert.Contains(t, res.Replay, "--scenario cluster --seed 2 --faults none")
+}
