@@ -145,9 +145,15 @@ func (c *cluster) client(id uint64) *Client {
 // newTestClient has short phases so failure cases end quickly.
 func newTestClient(t *testing.T, hc *http.Client, scheme string, id uint64) *Client {
 	t.Helper()
+	return newTestClientPhase(t, hc, scheme, id, 250*time.Millisecond)
+}
+
+// newTestClientPhase is newTestClient with another phase timeout.
+func newTestClientPhase(t *testing.T, hc *http.Client, scheme string, id uint64, phase time.Duration) *Client {
+	t.Helper()
 	cl, err := NewClient(Config{
 		HTTP: hc, Scheme: scheme, ProposerID: id,
-		Timeout: testTimeout, PhaseTimeout: 250 * time.Millisecond, MaxAttempts: 4,
+		Timeout: testTimeout, PhaseTimeout: phase, MaxAttempts: 4,
 	})
 	require.NoError(t, err)
 	return cl

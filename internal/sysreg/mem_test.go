@@ -253,7 +253,10 @@ func waitPeerError(t *testing.T, tr *HTTPTransport, id uint64) error {
 // (proposer bound, request body bound, acceptor check, store).
 func TestLargestValue(t *testing.T) {
 	mp, peers, accs := memCluster(t, 3, 9701)
-	c := newTestClient(t, mp.HTTPClient(), "https", 13)
+	// The test is about size, not time: a MaxValueBytes body under the
+	// race detector on a loaded machine outlasts the 250 ms phase the
+	// other tests use ("prepare after 0 acks").
+	c := newTestClientPhase(t, mp.HTTPClient(), "https", 13, 5*time.Second)
 	ctx := testCtx(t)
 	spec := bytes.Repeat([]byte{0xA5}, MaxValueBytes)
 	_, err := c.Init(ctx, peers, spec)
