@@ -323,7 +323,13 @@ func (d *demoRun) drill(ctx context.Context) error {
 
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = lc.tlsCfg
-	tr.MaxIdleConnsPerHost = 256
+	// One writer per partition, one HTTP/1.1 connection per write in
+	// flight: keep as many idle connections per agent as there are
+	// writers, or what the failover's burst opened is closed again (the
+	// clone keeps 100 in all) and every poll round pays a TLS handshake
+	// per writer (kv.Config.HTTP).
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = max(256, o.partitions)
 	tr.Protocols = new(http.Protocols) // HTTP/1.1, as the agents speak (kv's default)
 	tr.Protocols.SetHTTP1(true)
 	defer tr.CloseIdleConnections()

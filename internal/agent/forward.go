@@ -28,8 +28,7 @@ const headerForwarded = "Fm-Forwarded-By"
 // API, once. Everything else is served here.
 func (h *host) forwarding(api http.Handler) http.Handler {
 	part, _ := dataapi.NewHashPartitioner(uint32(h.spec.Partitions))
-	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute, ResponseHeaderTimeout: dataapi.DefaultRequestTimeout + 5*time.Second,
-		DialContext: h.a.peerDialer().DialContext}
+	tr := newForwardTransport(h.a.peerDialer().DialContext)
 	scheme := "http"
 	if h.a.certs != nil {
 		tr.TLSClientConfig = h.a.certs.client()
@@ -52,6 +51,20 @@ func (h *host) forwarding(api http.Handler) http.Handler {
 		}
 		api.ServeHTTP(w, r)
 	})
+}
+
+// newForwardTransport is the transport requests are passed to the
+// hosting node on. It keeps as many idle connections per peer as the data
+// API serves requests at once (dataapi.DefaultMaxInFlight, what one node
+// can pass on at once): HTTP/1.1 carries one request per connection, and
+// after a failover every client of the moved partitions arrives at once,
+// about two thirds of them at a node that passes the request on. With 64
+// per peer the rest of such a burst's connections were closed and every
+// poll round opened them again, a TLS handshake on both agents per request
+// while they were busiest.
+func newForwardTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	return &http.Transport{MaxIdleConns: 0, MaxIdleConnsPerHost: dataapi.DefaultMaxInFlight, IdleConnTimeout: time.Minute,
+		ResponseHeaderTimeout: dataapi.DefaultRequestTimeout + 5*time.Second, DialContext: dial}
 }
 
 type forwardTo struct{}

@@ -7,8 +7,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,4 +74,69 @@ func TestForwardedWriteNeverSentIsUnavailable(t *testing.T) {
 	st, code := forwardThrough(t, http.MethodPut, addr)
 	assert.Equal(t, http.StatusServiceUnavailable, st)
 	assert.Equal(t, dataapi.CodeUnavailable, code)
+}
+
+// TestForwardingKeepsBurstConnections: after a failover every client of
+// the moved partitions arrives at once, and a node passes most of them on
+// to the hosting node, one HTTP/1.1 connection per request in flight. The
+// forwarding transport must keep that burst's connections for the next
+// one (it kept 64 per peer, so every poll round after a failover opened
+// the rest again, with a TLS handshake on both agents).
+func TestForwardingKeepsBurstConnections(t *testing.T) {
+	const burst = 200 // above the old 64 per peer
+	var mu sync.Mutex
+	conns := map[string]bool{}
+	var arrived atomic.Int64
+	gate := make(chan struct{})
+	hosting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		conns[r.RemoteAddr] = true
+		mu.Unlock()
+		arrived.Add(1)
+		<-gate
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hosting.Close()
+	addr := strings.TrimPrefix(hosting.URL, "http://")
+	var d net.Dialer
+	tr := newForwardTransport(d.DialContext)
+	defer tr.CloseIdleConnections()
+	p := newForwardProxy("http", tr, "n1", slog.New(slog.DiscardHandler))
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.ServeHTTP(w, r.WithContext(withForward(r, addr)))
+	}))
+	defer front.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burst}}
+	run := func(round int) {
+		gate = make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range burst {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, err := http.NewRequest(http.MethodPut, front.URL+"/v1/kv/k"+strconv.Itoa(i), strings.NewReader("v"))
+				if !assert.NoError(t, err) {
+					return
+				}
+				resp, err := client.Do(req)
+				if assert.NoError(t, err) {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+				}
+			}()
+		}
+		require.Eventually(t, func() bool { return arrived.Load() >= int64(burst*(round+1)) }, 10*time.Second, time.Millisecond)
+		close(gate) // every request of the burst was in flight at once
+		wg.Wait()
+	}
+	run(0)
+	mu.Lock()
+	first := len(conns)
+	mu.Unlock()
+	require.GreaterOrEqual(t, first, burst)
+	run(1)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, first, len(conns), "the second burst reused the first one's connections to the hosting node")
 }

@@ -220,12 +220,18 @@ type statusLog struct {
 	mu       sync.Mutex
 	statuses []int
 	sessions []string
+	// conns: the client addresses seen, one per connection.
+	conns map[string]bool
 }
 
 func (l *statusLog) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.mu.Lock()
 		l.sessions = append(l.sessions, r.Header.Get(kv.HeaderSession))
+		if l.conns == nil {
+			l.conns = map[string]bool{}
+		}
+		l.conns[r.RemoteAddr] = true
 		l.mu.Unlock()
 		h.ServeHTTP(&statusWriter{ResponseWriter: w, log: l}, r)
 	})
@@ -248,6 +254,13 @@ func (l *statusLog) count(status int) int {
 		}
 	}
 	return n
+}
+
+// connections is how many connections requests came on.
+func (l *statusLog) connections() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
 }
 
 func (l *statusLog) lastSession() string {
