@@ -158,8 +158,8 @@ func TestPublisherInvalidAndFull(t *testing.T) {
 func TestPublisherRegionsAndMeta(t *testing.T) {
 	p := newTestPublisher(t, nil)
 	res, err := p.SetRegions(
-		RegionInfo{Region: "westus", Endpoints: []string{"10.0.1.1:7000"}, ConfigVersion: 1},
-		RegionInfo{Region: "eastus", Endpoints: []string{"10.0.0.1:7000", "10.0.0.2:7000"}, ConfigVersion: 1},
+		RegionInfo{Region: "westus", Endpoints: []string{"127.0.0.31:7000"}, ConfigVersion: 1},
+		RegionInfo{Region: "eastus", Endpoints: []string{"127.0.0.21:7000", "127.0.0.22:7000"}, ConfigVersion: 1},
 	)
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Applied)
@@ -168,7 +168,7 @@ func TestPublisherRegionsAndMeta(t *testing.T) {
 	assert.Equal(t, 1, res.Stale)
 	ri, ok := p.Region("eastus")
 	require.True(t, ok)
-	assert.Equal(t, []string{"10.0.0.1:7000", "10.0.0.2:7000"}, ri.Endpoints)
+	assert.Equal(t, []string{"127.0.0.21:7000", "127.0.0.22:7000"}, ri.Endpoints)
 
 	ans, err := p.LookupTXT(RegionName(testZone, "eastus"))
 	require.NoError(t, err)

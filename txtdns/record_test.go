@@ -126,7 +126,7 @@ func TestRegionRoundTrip(t *testing.T) {
 		ri      RegionInfo
 		strings int
 	}{
-		{"one endpoint", RegionInfo{Region: "eastus", Endpoints: []string{"10.0.0.1:7000"}, ConfigVersion: 2}, 4},
+		{"one endpoint", RegionInfo{Region: "eastus", Endpoints: []string{"127.0.0.21:7000"}, ConfigVersion: 2}, 4},
 		{"split over strings", RegionInfo{Region: "eastus", Endpoints: eps, ConfigVersion: 9}, 5},
 	}
 	for _, tc := range tests {

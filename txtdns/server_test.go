@@ -66,7 +66,7 @@ func populated(t testing.TB) *Publisher {
 	}
 	_, err := p.Apply(rs...)
 	require.NoError(t, err)
-	_, err = p.SetRegions(RegionInfo{Region: "eastus", Endpoints: []string{"10.0.0.1:7000"}, ConfigVersion: 1})
+	_, err = p.SetRegions(RegionInfo{Region: "eastus", Endpoints: []string{"127.0.0.21:7000"}, ConfigVersion: 1})
 	require.NoError(t, err)
 	return p
 }

@@ -176,7 +176,7 @@ func Publish(p *txtdns.Publisher, partitions int) error {
 	}
 	for i, r := range regions {
 		if _, err := p.SetRegions(txtdns.RegionInfo{Region: r, ConfigVersion: 1,
-			Endpoints: []string{fmt.Sprintf("10.%d.0.1:7000", i), fmt.Sprintf("10.%d.0.2:7000", i)}}); err != nil {
+			Endpoints: []string{fmt.Sprintf("127.%d.0.1:7000", i), fmt.Sprintf("127.%d.0.2:7000", i)}}); err != nil {
 			return err
 		}
 	}

@@ -76,7 +76,7 @@ func newWorld(t testing.TB, partitions uint32, mod func(*Config)) *world {
 	require.NoError(t, err)
 	for i, r := range prio {
 		_, err = pub.SetRegions(txtdns.RegionInfo{Region: r, ConfigVersion: 1,
-			Endpoints: []string{fmt.Sprintf("10.0.%d.1:7000", i), fmt.Sprintf("10.0.%d.2:7000", i)}})
+			Endpoints: []string{fmt.Sprintf("127.0.%d.21:7000", i), fmt.Sprintf("127.0.%d.22:7000", i)}})
 		require.NoError(t, err)
 	}
 	w := &world{pub: pub, clock: clock, res: &countingResolver{TXTResolver: AuthorityResolver{Authority: pub}},
@@ -209,8 +209,8 @@ func TestWriteEndpointCaches(t *testing.T) {
 	key := keyFor(w.client, 10)
 	tgt, err := w.client.WriteEndpoint(ctx, key)
 	require.NoError(t, err)
-	assert.Equal(t, Target{Partition: 10, Region: "eastus", Endpoint: "10.0.0.1:7000",
-		Endpoints: []string{"10.0.0.1:7000", "10.0.0.2:7000"}, Epoch: 1, Write: true, Attempt: 1}, tgt)
+	assert.Equal(t, Target{Partition: 10, Region: "eastus", Endpoint: "127.0.0.21:7000",
+		Endpoints: []string{"127.0.0.21:7000", "127.0.0.22:7000"}, Epoch: 1, Write: true, Attempt: 1}, tgt)
 	assert.Equal(t, 2, w.res.count(), "one partition and one region lookup")
 
 	// The partition answer was the run of the whole block: its neighbours
