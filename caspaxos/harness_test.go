@@ -52,15 +52,6 @@ func newCluster(t *testing.T, acceptors int, proposers ...NodeID) *cluster {
 	return c
 }
 
-// restartAcceptor rebuilds an acceptor from what its store made durable.
-func (c *cluster) restartAcceptor(id NodeID) {
-	st, err := c.stores[id].Load()
-	require.NoError(c.t, err)
-	a, err := NewAcceptor(id, st)
-	require.NoError(c.t, err)
-	c.acceptors[id] = a
-}
-
 // run delivers messages until the system is quiet.
 func (c *cluster) run() {
 	for i := 0; i < 10000; i++ {

@@ -42,13 +42,12 @@ func levelOf(c Consistency) Level {
 // solo drives one Host over a MemStore by hand: messages it sends are
 // collected, not delivered.
 type solo struct {
-	t     testing.TB
-	h     *Host
-	st    *MemStore
-	now   time.Duration
-	sent  []Message
-	reps  []Reply
-	fetch []FetchResult
+	t    testing.TB
+	h    *Host
+	st   *MemStore
+	now  time.Duration
+	sent []Message
+	reps []Reply
 }
 
 func newSolo(t testing.TB, region Region, mut func(*Config)) *solo {

@@ -60,7 +60,6 @@ type History struct {
 	dropped []bool
 	max     int
 	clients int
-	full    bool
 }
 
 // NewHistory returns a history bounded to max operations (porcupine's cost

@@ -52,7 +52,6 @@ type Options struct {
 // commits are serialised.
 type Store struct {
 	db     *pebble.DB
-	cache  *pebble.Cache
 	wo     *pebble.WriteOptions
 	dir    string
 	mu     sync.Mutex // serialises Commit (batch reads must see a stable DB)
