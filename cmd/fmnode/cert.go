@@ -138,6 +138,23 @@ func (f *certFlags) loadCA() (certs.CA, error) {
 	return ca, nil
 }
 
+// signer checks the create flags, loads the CA that signs and checks it
+// outlives the certificate asked for; when !ok, code is the exit code and
+// the reason is printed.
+func (f *certFlags) signer(stderr io.Writer, name string) (ca certs.CA, code int, ok bool) {
+	if err := f.check(true); err != nil {
+		return certs.CA{}, usageFail(stderr, name, err), false
+	}
+	ca, err := f.loadCA()
+	if err != nil {
+		return certs.CA{}, certFail(stderr, name, err, nil), false
+	}
+	if err := f.checkOutlives(ca); err != nil {
+		return certs.CA{}, usageFail(stderr, name, err), false
+	}
+	return ca, 0, true
+}
+
 // checkOutlives refuses a --lifetime past the CA's expiry, naming the
 // flag (the library would name its ValidFor field).
 func (f *certFlags) checkOutlives(ca certs.CA) error {
@@ -262,15 +279,9 @@ func runCertCreateNode(args []string, stdout, stderr io.Writer) int {
 	if len(hosts) == 0 {
 		return usageFail(stderr, name, errors.New("HOST: at least one is needed (the IP addresses and DNS names the node is dialled by)"))
 	}
-	if err := f.check(true); err != nil {
-		return usageFail(stderr, name, err)
-	}
-	ca, err := f.loadCA()
-	if err != nil {
-		return certFail(stderr, name, err, nil)
-	}
-	if err := f.checkOutlives(ca); err != nil {
-		return usageFail(stderr, name, err)
+	ca, code, ok := f.signer(stderr, name)
+	if !ok {
+		return code
 	}
 	out, err := certs.CreateNode(ca, f.certsDir, certs.NodeOptions{
 		Name: nodeName, Hosts: hosts, ValidFor: f.lifetime, KeyType: certs.KeyType(f.keyType), Overwrite: f.overwrite,
@@ -314,15 +325,9 @@ func runCertCreateClient(args []string, stdout, stderr io.Writer) int {
 		}
 		return usageFail(stderr, name, fmt.Errorf("unexpected arguments %q after NAME", pos[1:]))
 	}
-	if err := f.check(true); err != nil {
-		return usageFail(stderr, name, err)
-	}
-	ca, err := f.loadCA()
-	if err != nil {
-		return certFail(stderr, name, err, nil)
-	}
-	if err := f.checkOutlives(ca); err != nil {
-		return usageFail(stderr, name, err)
+	ca, code, ok := f.signer(stderr, name)
+	if !ok {
+		return code
 	}
 	out, err := certs.CreateClient(ca, f.certsDir, certs.ClientOptions{
 		Name: pos[0], ValidFor: f.lifetime, KeyType: certs.KeyType(f.keyType), Overwrite: f.overwrite,
