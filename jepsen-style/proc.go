@@ -4,23 +4,23 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/fmnode/fmnode/internal/childproc"
 )
 
-// proc is one agent process: in a process group of its own (kill -9 and
-// SIGSTOP reach all of it), SIGKILLed when the harness dies (Linux's
-// parent-death signal) and by a watchdog after its lifetime, its output
-// appended to a log file. internal/proctest does the same for tests; the
-// harness is a program, so it has its own.
+// proc is one agent process (internal/childproc: a process group of its
+// own, so kill -9 and SIGSTOP reach all of it, and SIGKILLed when the
+// harness dies), SIGKILLed by a watchdog after its lifetime, its output
+// appended to a log file.
 type proc struct {
-	name string
-	pid  int
-	log  *os.File
-	done chan struct{} // closed once reaped
-	err  error         // the exit, once done
-	dog  *time.Timer
+	name  string
+	pid   int
+	log   *os.File
+	child *childproc.Child
+	done  <-chan struct{} // closed once reaped
+	dog   *time.Timer
 }
 
 func startProc(name, bin string, args, env []string, logPath string, lifetime time.Duration) (*proc, error) {
@@ -32,62 +32,37 @@ func startProc(name, bin string, args, env []string, logPath string, lifetime ti
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &proc{name: name, log: logf, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// The parent-death signal follows the forking thread: keep it
-		// until the child is reaped.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	child, err := childproc.Start(cmd)
+	if err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("%s: start: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	p.pid = cmd.Process.Pid
+	p := &proc{name: name, pid: child.Pid(), log: logf, child: child, done: child.Done()}
 	p.dog = time.AfterFunc(lifetime, p.kill)
 	return p, nil
 }
 
 // kill is kill -9 of the whole group (SIGCONT first is unnecessary:
 // SIGKILL ends a stopped process).
-func (p *proc) kill() { _ = syscall.Kill(-p.pid, syscall.SIGKILL) }
+func (p *proc) kill() { p.child.KillGroup() }
 
 func (p *proc) signal(sig syscall.Signal) error {
-	select {
-	case <-p.done:
-		return fmt.Errorf("%s: exited", p.name)
-	default:
+	if err := p.child.SignalGroup(sig); err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
-	return syscall.Kill(-p.pid, sig)
+	return nil
 }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *proc) exited() bool { return p.child.Exited() }
 
 // killWait kills the group and waits at most d for the reaping.
 func (p *proc) killWait(d time.Duration) error {
 	p.kill()
 	defer p.dog.Stop()
-	select {
-	case <-p.done:
-		fmt.Fprintf(p.log, "=== harness: %s killed at %s\n", p.name, time.Now().UTC().Format(time.RFC3339Nano))
-		p.log.Close()
-		return nil
-	case <-time.After(d):
+	if !p.child.Wait(d) {
 		return fmt.Errorf("%s (pid %d) not reaped %v after SIGKILL", p.name, p.pid, d)
 	}
+	fmt.Fprintf(p.log, "=== harness: %s killed at %s\n", p.name, time.Now().UTC().Format(time.RFC3339Nano))
+	p.log.Close()
+	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 	"github.com/fmnode/fmnode/internal/agent"
 	"github.com/fmnode/fmnode/internal/agentcfg"
 	"github.com/fmnode/fmnode/internal/certs"
+	"github.com/fmnode/fmnode/internal/childproc"
 )
 
 // localCluster is a cluster of real `fmnode agent` processes on loopback
@@ -352,14 +352,13 @@ func (c *localCluster) statusCtx(ctx context.Context, n *localNode) (agent.NodeS
 }
 
 // localProc is a child in a process group of its own, killed with its
-// parent (Linux's parent-death signal) and after a lifetime.
+// parent (internal/childproc) and after a lifetime.
 type localProc struct {
 	name    string
 	pid     int
 	logPath string
 	log     *os.File
-	done    chan struct{} // closed once the child is reaped
-	state   *os.ProcessState
+	child   *childproc.Child
 	dog     *time.Timer
 	logOnce sync.Once
 }
@@ -372,62 +371,34 @@ func startLocalProc(name, bin string, args, env []string, logPath string, lifeti
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf // an *os.File goes to the child as is
-	// Its own group, so that killing it reaches whatever it starts; and
-	// SIGKILL when its parent dies, so that it never outlives us.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	p := &localProc{name: name, logPath: logPath, log: logf, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// The parent-death signal fires when the thread that forked
-		// exits, not the process: keep this thread until the child is
-		// reaped.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		p.state = cmd.ProcessState
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	child, err := childproc.Start(cmd)
+	if err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	p.pid = cmd.Process.Pid
+	p := &localProc{name: name, pid: child.Pid(), logPath: logPath, log: logf, child: child}
 	p.dog = time.AfterFunc(lifetime, p.killGroup)
 	return p, nil
 }
 
-// killGroup SIGKILLs the child's process group (the group outlives its
-// leader while a member lives, and its id is not reused meanwhile). A
-// child already reaped is left alone: its id may belong to another
-// process by now.
-func (p *localProc) killGroup() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-}
+// killGroup SIGKILLs the child's process group, reaching whatever it
+// started. A child already reaped is left alone: its group id may belong
+// to another group by now.
+func (p *localProc) killGroup() { _ = p.child.SignalGroup(syscall.SIGKILL) }
 
 // wait waits up to d for the child to be reaped.
 func (p *localProc) wait(d time.Duration) error {
-	select {
-	case <-p.done:
-		p.dog.Stop()
-		return nil
-	case <-time.After(d):
+	if !p.child.Wait(d) {
 		return fmt.Errorf("%s (pid %d) not reaped %v after SIGKILL", p.name, p.pid, d)
 	}
+	p.dog.Stop()
+	return nil
 }
 
 func (p *localProc) closeLog() { p.logOnce.Do(func() { p.log.Close() }) }
 
 // exited is closed once the child has exited.
-func (p *localProc) exited() <-chan struct{} { return p.done }
+func (p *localProc) exited() <-chan struct{} { return p.child.Done() }
 
 // tail is the end of the child's log, for an error message.
 func (p *localProc) tail(limit int64) string {

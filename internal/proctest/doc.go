@@ -53,5 +53,6 @@
 // deadline), and say what they last saw when they give up.
 //
 // The package is for Unix (process groups and signals) and uses Linux's
-// parent-death signal.
+// parent-death signal, through internal/childproc, which the demo cluster
+// and the jepsen-style harness start their agents with too.
 package proctest

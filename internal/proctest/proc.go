@@ -7,13 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fmnode/fmnode/internal/childproc"
 )
 
 const (
@@ -76,15 +77,12 @@ type Proc struct {
 	t       testing.TB
 	name    string
 	pid     int
-	proc    *os.Process
+	child   *childproc.Child
 	logPath string
 	out     *ring
 	log     *os.File
 	pr      *os.File // read end of the output pipe
 
-	done     chan struct{} // closed when the child has been reaped
-	state    *os.ProcessState
-	waitErr  error
 	drained  chan struct{} // closed when the output copy has ended
 	stopDog  chan struct{}
 	dogFired atomic.Bool
@@ -122,7 +120,6 @@ func Start(t testing.TB, spec ProcSpec) *Proc {
 	p := &Proc{
 		t: t, name: spec.Name, logPath: logPath, log: logFile, pr: pr,
 		out:     &ring{max: tailBytes},
-		done:    make(chan struct{}),
 		drained: make(chan struct{}),
 		stopDog: make(chan struct{}),
 	}
@@ -133,31 +130,14 @@ func Start(t testing.TB, spec ProcSpec) *Proc {
 	// One pipe for both, so the log keeps their interleaving; an *os.File
 	// is handed to the child as is, with no copying goroutine of exec's.
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-
-	started := make(chan error, 1)
-	go func() {
-		// PR_SET_PDEATHSIG fires when the thread that forked exits, not
-		// the process: this goroutine keeps its thread, and does not
-		// return, until the child has been reaped.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		err := cmd.Wait()
-		p.state, p.waitErr = cmd.ProcessState, err
-		close(p.done)
-	}()
-	err = <-started
+	child, err := childproc.Start(cmd)
 	pw.Close() // the child has its copy; EOF comes when every holder exits
 	if err != nil {
 		pr.Close()
 		logFile.Close()
 		t.Fatalf("proctest: start %s (%s): %v", spec.Name, spec.Path, err)
 	}
-	p.pid, p.proc = cmd.Process.Pid, cmd.Process
+	p.pid, p.child = child.Pid(), child
 	go p.copyOutput()
 	go p.watchdog()
 	t.Cleanup(p.finish)
@@ -241,9 +221,7 @@ func (p *Proc) watchdog() {
 // leader while a member is alive, and its id is not reused while it
 // exists, so this also reaches what the child left running after it
 // exited.
-func (p *Proc) killGroup() {
-	syscall.Kill(-p.pid, syscall.SIGKILL)
-}
+func (p *Proc) killGroup() { p.child.KillGroup() }
 
 // finish is the cleanup: kill the group, reap, drain, report.
 func (p *Proc) finish() {
@@ -278,7 +256,7 @@ func (p *Proc) waitDone(d time.Duration) bool {
 		timer := time.NewTimer(d)
 		defer timer.Stop()
 		select {
-		case <-p.done:
+		case <-p.child.Done():
 		case <-timer.C:
 			return false
 		}
@@ -304,17 +282,10 @@ func (p *Proc) LogFile() string { return p.logPath }
 
 // Done is closed when the child has exited, for a wait that should end
 // early if the child dies.
-func (p *Proc) Done() <-chan struct{} { return p.done }
+func (p *Proc) Done() <-chan struct{} { return p.child.Done() }
 
 // Exited reports whether the child has exited (and been reaped).
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Proc) Exited() bool { return p.child.Exited() }
 
 // Tail is the end of the child's output (stdout and stderr), at most
 // TailBytes, with a note of what was left out.
@@ -328,24 +299,17 @@ func (p *Proc) Tail() string {
 
 // exitCode is the child's exit code, 128+signal if a signal killed it.
 // Only after done.
-func (p *Proc) exitCode() int {
-	if p.state == nil {
-		return -1
-	}
-	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return p.state.ExitCode()
-}
+func (p *Proc) exitCode() int { return p.child.ExitCode() }
 
 func (p *Proc) status() string {
 	if !p.Exited() {
 		return "still running"
 	}
-	if p.state == nil {
-		return fmt.Sprintf("wait failed: %v", p.waitErr)
+	state, err := p.child.Result()
+	if state == nil {
+		return fmt.Sprintf("wait failed: %v", err)
 	}
-	return fmt.Sprintf("exited: %v (code %d)", p.state, p.exitCode())
+	return fmt.Sprintf("exited: %v (code %d)", state, p.exitCode())
 }
 
 // Wait waits up to timeout for the child to exit and returns its exit
@@ -367,9 +331,7 @@ func (p *Proc) Signal(sig os.Signal) error {
 	if !ok {
 		return fmt.Errorf("proctest: %s: signal %v is not a syscall.Signal", p, sig)
 	}
-	// os.Process signals through a pidfd where there is one, so a pid
-	// reused after the child is reaped is never signalled.
-	if err := p.proc.Signal(s); err != nil {
+	if err := p.child.Signal(s); err != nil {
 		return fmt.Errorf("proctest: signal %v to %s: %w", sig, p, err)
 	}
 	return nil
@@ -392,7 +354,7 @@ func (p *Proc) Stop(timeout time.Duration) (int, error) {
 	if !p.Exited() {
 		// Signalling a child that exited just now fails harmlessly; the
 		// wait below sees its exit.
-		_ = p.proc.Signal(syscall.SIGTERM)
+		_ = p.child.Signal(syscall.SIGTERM)
 	}
 	if p.waitDone(timeout) {
 		p.killGroup()
