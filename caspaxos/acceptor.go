@@ -3,6 +3,8 @@ package caspaxos
 import (
 	"fmt"
 	"sort"
+
+	"github.com/fmnode/fmnode/guard"
 )
 
 // Acceptor is the CASPaxos acceptor as a pure state machine. It keeps every
@@ -33,6 +35,8 @@ type Acceptor struct {
 	// the value this acceptor had accepted; reuse is the first of them.
 	reuses uint64
 	reuse  error
+	// guards counts the refusals (SetGuards; none by default).
+	guards guard.Counter
 }
 
 // eraseFloorKey is the reserved key under which the erase floor is stored;
@@ -46,6 +50,7 @@ func NewAcceptor(id NodeID, st State) (*Acceptor, error) {
 		records:  make(map[string]*Record, len(st.Records)),
 		ageFloor: st.AgeFloor,
 		putIndex: make(map[string]int),
+		guards:   guard.Discard{},
 	}
 	for i := range st.Records {
 		r := st.Records[i]
@@ -153,10 +158,31 @@ func (a *Acceptor) Step(m Message) error {
 		case m.Type == MsgErase:
 			out = a.erase(in)
 		}
+		if out.Reject != RejectNone {
+			a.countReject(m.Type, out.Reject)
+		}
 		reply.Items = append(reply.Items, out)
 	}
 	a.outbox = append(a.outbox, reply)
 	return nil
+}
+
+// SetGuards makes the acceptor count its refusals on c (nil: none).
+func (a *Acceptor) SetGuards(c guard.Counter) { a.guards = guard.Or(c) }
+
+func (a *Acceptor) countReject(t MsgType, r Reject) {
+	switch {
+	case r == RejectStaleAge:
+		a.guards.Fire(guard.AcceptorStaleAge)
+	case r == RejectMalformed:
+		a.guards.Fire(guard.AcceptorMalformed)
+	case r == RejectNotTombstone:
+		a.guards.Fire(guard.AcceptorNotTombstone)
+	case t == MsgPrepare:
+		a.guards.Fire(guard.AcceptorPrepareConflict)
+	default:
+		a.guards.Fire(guard.AcceptorAcceptConflict)
+	}
 }
 
 func (a *Acceptor) prepare(from NodeID, in *Item) Item {

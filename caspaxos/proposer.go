@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fmnode/fmnode/guard"
 	"github.com/fmnode/fmnode/quorum"
 )
 
@@ -127,6 +128,7 @@ type keyState struct {
 // active at a time (others queue behind it, bounded); any number of keys
 // proceed at once, and their items to one acceptor share one message.
 type Proposer struct {
+	guards  guard.Counter
 	cfg     ProposerConfig
 	quorum  *quorum.Config
 	rng     Rand
@@ -184,6 +186,7 @@ func NewProposer(cfg ProposerConfig, rng Rand) (*Proposer, error) {
 		pacer = NewPacer(cfg.PaceMemory, cfg.MaxPacedKeys)
 	}
 	return &Proposer{
+		guards:  guard.Or(cfg.Guards),
 		pacer:   pacer,
 		cfg:     cfg,
 		quorum:  &q,
@@ -252,6 +255,7 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 	ks := p.keys[key]
 	if ks != nil && ks.cur != nil {
 		if len(ks.queue) >= p.cfg.MaxQueuePerKey {
+			p.guards.Fire(guard.ProposerOverloaded)
 			return fmt.Errorf("%w: key %q has %d waiting", ErrKeyBusy, key, len(ks.queue))
 		}
 		ks.queue = append(ks.queue, r)
@@ -259,6 +263,7 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 		return nil
 	}
 	if p.active >= p.cfg.MaxInFlight {
+		p.guards.Fire(guard.ProposerOverloaded)
 		return fmt.Errorf("%w: %d keys active", ErrOverloaded, p.active)
 	}
 	if ks == nil {
@@ -513,6 +518,7 @@ func (p *Proposer) Step(now time.Duration, m Message) {
 // those that were the proposal's first round (collisions no backoff after
 // a NAK can prevent).
 func (p *Proposer) countNAK(ks *keyState) {
+	p.guards.Fire(guard.ProposerNAK)
 	p.stats.NAKs++
 	if ks.cur.attempts == 1 {
 		p.stats.FirstNAKs++
@@ -542,6 +548,7 @@ func (p *Proposer) onReject(now time.Duration, ks *keyState, set quorum.Set, fro
 			p.dropCaches()
 		}
 		p.stats.Fenced++
+		p.guards.Fire(guard.ProposerStaleAge)
 		p.failRound(now, ks, fmt.Errorf("%w: acceptor %d floor %d", ErrStaleAge, from, floor), false)
 		return true
 	case RejectConflict:
@@ -704,6 +711,7 @@ func (p *Proposer) Tick(now time.Duration) {
 		}
 		p.clearCache(ks)
 		p.stats.Timeouts++
+		p.guards.Fire(guard.ProposerTimeout)
 		p.failRound(now, ks, fmt.Errorf("%w: %v after %d acks", ErrTimeout, phaseName(ks.phase), len(ks.acks)), true)
 	}
 }
@@ -755,8 +763,12 @@ func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, c
 	case errors.Is(res.Err, ErrUnknownOutcome):
 		p.stats.Failures++
 		p.stats.Unknown++
+		p.guards.Fire(guard.ProposerUnknownOutcome)
 	default:
 		p.stats.Failures++
+		if errors.Is(res.Err, ErrNoQuorum) {
+			p.guards.Fire(guard.ProposerNoQuorum)
+		}
 	}
 	p.results = append(p.results, res)
 	p.learnPace(now, ks, r)

@@ -3,6 +3,7 @@ package caspaxos
 import (
 	"time"
 
+	"github.com/fmnode/fmnode/guard"
 	"github.com/fmnode/fmnode/quorum"
 )
 
@@ -86,6 +87,11 @@ type ProposerConfig struct {
 	MaxCachedKeys int
 	// MaxValueBytes bounds a value a change may produce.
 	MaxValueBytes int
+
+	// Guards counts the proposer's reject paths (NAKed rounds, timeouts,
+	// proposals ended without a quorum or in doubt, refusals at its
+	// bounds); nil counts nothing.
+	Guards guard.Counter
 }
 
 // Default bounds and knobs.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fmnode/fmnode/guard"
 	"github.com/fmnode/fmnode/progress"
 	"github.com/fmnode/fmnode/quorum"
 )
@@ -180,6 +181,9 @@ type Decision struct {
 	// RetryAt, when non-zero, is when the decision may change by the
 	// passage of time alone (hold-off expiry, switchover timeout).
 	RetryAt time.Duration
+	// Guards are the guards the decision passed through (a policy hold, a
+	// candidate filtered out, a shrink refused); the Manager counts them.
+	Guards guard.Set
 }
 
 func (d *Decision) because(format string, args ...any) {
@@ -218,6 +222,7 @@ func Decide(cfg Config, s State, ev Evidence) Decision {
 	d.Reasons = append(d.Reasons, "write region "+string(s.WriteRegion)+" healthy at epoch "+strconv.FormatUint(uint64(s.Epoch), 10))
 	if qd.Suppressed != "" {
 		// A grow held off by hysteresis: nothing else to do, say why.
+		d.Guards |= qd.Guards
 		d.Suppressed = qd.Suppressed
 		d.Reasons = append(d.Reasons, qd.Reasons...)
 		if d.RetryAt == 0 || qd.RetryAt < d.RetryAt {
@@ -228,15 +233,15 @@ func Decide(cfg Config, s State, ev Evidence) Decision {
 }
 
 // suppressedBy returns the automatic-action policy in force, if any.
-func suppressedBy(cfg Config, s State, now time.Duration) (string, time.Duration) {
+func suppressedBy(cfg Config, s State, now time.Duration) (string, time.Duration, guard.Name) {
 	switch {
 	case s.Paused:
-		return "paused: " + s.PauseReason, 0
+		return "paused: " + s.PauseReason, 0, guard.HoldPaused
 	case now < s.HoldOffUntil:
 		return fmt.Sprintf("hysteresis: %d failovers within %v, hold-off until %v",
-			recentFailovers(cfg, s, now), cfg.FlapWindow, s.HoldOffUntil), s.HoldOffUntil
+			recentFailovers(cfg, s, now), cfg.FlapWindow, s.HoldOffUntil), s.HoldOffUntil, guard.HoldHysteresis
 	}
-	return "", 0
+	return "", 0, 0
 }
 
 func recentShrinks(cfg Config, f QuorumFlap, now time.Duration) int {
@@ -263,6 +268,11 @@ func withinFlapWindow(cfg Config, times []time.Duration, now time.Duration) int 
 // write, so priority decides and progress breaks ties; under weaker levels
 // the highest progress loses the least, so progress decides first.
 func Rank(s State, ev Evidence, exclude Region) []Candidate {
+	return rank(s, ev, exclude, nil)
+}
+
+// rank is Rank; it adds the candidate filters that fired to g (if set).
+func rank(s State, ev Evidence, exclude Region, g *guard.Set) []Candidate {
 	var best LSN
 	for _, r := range ev.Replicas {
 		if r.Reported && r.LastLSN > best {
@@ -302,6 +312,9 @@ func Rank(s State, ev Evidence, exclude Region) []Candidate {
 			c.Why = fmt.Sprintf("live, epoch %d, LSN %d, lag %d", x.Epoch, x.LastLSN, c.LagOps)
 		}
 		out = append(out, c)
+		if g != nil {
+			g.Add(candidateGuard(s, ev, c, ok && x.Live))
+		}
 	}
 	progressFirst := s.Consistency != Strong
 	slices.SortStableFunc(out, func(a, b Candidate) int {
@@ -334,13 +347,15 @@ func Rank(s State, ev Evidence, exclude Region) []Candidate {
 func decideFailover(cfg Config, s State, ev Evidence) Decision {
 	d := Decision{}
 	d.because("write region %s failed: %s", s.WriteRegion, ev.FailureWhy)
-	d.Candidates = Rank(s, ev, s.WriteRegion)
+	d.Candidates = rank(s, ev, s.WriteRegion, &d.Guards)
 	if ev.GlobalPause {
 		d.Suppressed = "global pause: " + ev.GlobalPauseReason
+		d.Guards.Add(guard.HoldGlobalPause)
 		return d
 	}
-	if why, until := suppressedBy(cfg, s, ev.Now); why != "" {
+	if why, until, g := suppressedBy(cfg, s, ev.Now); why != "" {
 		d.Suppressed, d.RetryAt = why, until
+		d.Guards.Add(g)
 		return d
 	}
 	for i, c := range d.Candidates {
@@ -352,6 +367,7 @@ func decideFailover(cfg Config, s State, ev Evidence) Decision {
 			// rejected here too (else an observer kept calling for a
 			// takeover that the candidate itself refused).
 			if _, err := promotedQuorum(s, ev, c); err != nil {
+				d.Guards.Add(guard.CandidateBelowMinDurability)
 				d.because("candidate %s rejected: %v", c.Region, err)
 				d.Candidates[i].Why = fmt.Sprintf("%s, but rejected: %v", c.Why, err)
 				continue
@@ -364,6 +380,9 @@ func decideFailover(cfg Config, s State, ev Evidence) Decision {
 		}
 		next, div, err := promote(cfg, s, ev, c, DecideFailover)
 		if err != nil {
+			if _, qerr := promotedQuorum(s, ev, c); qerr != nil {
+				d.Guards.Add(guard.CandidateBelowMinDurability)
+			}
 			d.because("candidate %s rejected: %v", c.Region, err)
 			// The summary an operator reads names why, not only that
 			// the candidate was live.
@@ -395,7 +414,24 @@ func decideFailover(cfg Config, s State, ev Evidence) Decision {
 		return d
 	}
 	d.Suppressed = "no candidate qualifies: " + candidateSummary(d.Candidates)
+	d.Guards.Add(guard.NoCandidate)
 	return d
+}
+
+// candidateGuard names the filter that made c ineligible (0: none, or it
+// is down). live says whether its replica is live.
+func candidateGuard(s State, ev Evidence, c Candidate, live bool) guard.Name {
+	switch {
+	case c.Eligible || !live:
+		return 0
+	case slices.Contains(s.NeverPromote, c.Region):
+		return guard.CandidateNeverPromote
+	case s.Consistency == Strong && !s.WriteQuorum.IsMember(c.Region):
+		return guard.CandidateNotInWriteQuorum
+	case c.Epoch > s.Epoch:
+		return guard.CandidateStaleState
+	}
+	return 0
 }
 
 func candidateSummary(cs []Candidate) string {
@@ -597,6 +633,10 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 		}
 		wq, err := s.WriteQuorum.Shrink(r)
 		if err != nil {
+			var below *quorum.BelowMinDurabilityError
+			if errors.As(err, &below) {
+				d.Guards.Add(guard.ShrinkMinDurability)
+			}
 			d.Suppressed = fmt.Sprintf("cannot drop failed region %s from the write quorum: %v", r, err)
 			d.because("write quorum %v keeps %s", s.WriteQuorum.Members, r)
 			return d, true
@@ -634,6 +674,7 @@ func decideQuorumChange(cfg Config, s State, ev Evidence) (Decision, bool) {
 			// Hysteresis: a region that keeps being shrunk out waits
 			// longer each time before it grows back (no decision, no
 			// register write; the suppression is reported).
+			d.Guards.Add(guard.HoldGrowHysteresis)
 			if d.Suppressed == "" {
 				d.Suppressed = fmt.Sprintf("hysteresis: grow of %s held off until %v after %d shrinks within %v",
 					r, f.GrowAfter, recentShrinks(cfg, f, ev.Now), cfg.FlapWindow)
@@ -688,7 +729,8 @@ func decideFailback(cfg Config, s State, ev Evidence) (Decision, bool) {
 		d.RetryAt = x.HealthySince + cfg.FailbackAfter
 		return d, false
 	}
-	if why, until := suppressedBy(cfg, s, ev.Now); why != "" {
+	if why, until, g := suppressedBy(cfg, s, ev.Now); why != "" {
+		d.Guards.Add(g)
 		d.Suppressed, d.RetryAt = "failback to "+string(pref)+" "+why, until
 		d.because("preferred region %s healthy", pref)
 		return d, true

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fmnode/fmnode/guard"
 	"github.com/fmnode/fmnode/quorum"
 )
 
@@ -104,6 +105,7 @@ type Heartbeat struct {
 // (Withheld), and those votes count in Failed like suspicions: by the
 // same quorum intersection, a node declared failed so holds no lease.
 type Liveness struct {
+	guards  guard.Counter
 	cfg     Config
 	self    Node
 	nodes   []Node // sorted by id
@@ -173,7 +175,7 @@ func NewLiveness(cfg Config, self NodeID, nodes []Node) (*Liveness, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Liveness{cfg: cfg, index: make(map[NodeID]int, len(nodes))}
+	l := &Liveness{cfg: cfg, guards: guard.Discard{}, index: make(map[NodeID]int, len(nodes))}
 	l.nodes = slices.Clone(nodes)
 	slices.SortFunc(l.nodes, func(a, b Node) int {
 		switch {
@@ -329,6 +331,9 @@ func (l *Liveness) viewMsg(now time.Duration, kind HeartbeatKind, to NodeID) Hea
 		Suspects: l.suspects, ViewSeq: l.viewSeq, SentAt: now, Gray: l.claims, Withheld: l.held}
 }
 
+// SetGuards makes the view count the guards it passes through (nil: none).
+func (l *Liveness) SetGuards(c guard.Counter) { l.guards = guard.Or(c) }
+
 // asserted records that a message carrying the view left now: its
 // suspicions and withheld acks are votes from now on.
 func (l *Liveness) asserted(now time.Duration) {
@@ -414,8 +419,12 @@ func (l *Liveness) refresh(now time.Duration) bool {
 		if n.ID == l.self.ID {
 			continue
 		}
-		if now-l.lastHeard[i] > l.cfg.TakeoverDelay() {
+		if silent := now - l.lastHeard[i]; silent > l.cfg.TakeoverDelay() {
 			sus = append(sus, n.ID)
+		} else if silent > l.cfg.LeaseDuration {
+			// Its lease may still run on a clock that drifted: only the
+			// margin keeps this node from suspecting it.
+			l.guards.Fire(guard.TakeoverDriftMargin)
 		}
 		if l.localGray[i] {
 			claims = append(claims, n.ID)

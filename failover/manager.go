@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/fmnode/fmnode/guard"
 )
 
 // RegionNode places one replica of a partition.
@@ -95,6 +97,10 @@ type ManagerConfig struct {
 	// keeps a later change to Decide from silently breaking it. The
 	// simulator samples; tests check every skip.
 	VerifySkips int
+	// Guards counts the guards its decisions pass through (policy holds,
+	// candidate filters, refused shrinks and requests, the drift margin on
+	// a takeover); nil counts nothing.
+	Guards guard.Counter
 }
 
 // Manager runs failover for every partition replica on one node. It is a
@@ -104,7 +110,8 @@ type ManagerConfig struct {
 // partition in steady state: a partition is evaluated only when something
 // it depends on changed or a timer it set fires.
 type Manager struct {
-	cfg ManagerConfig
+	cfg    ManagerConfig
+	guards guard.Counter
 	// violation is the first skipped evaluation that VerifySkips found
 	// would have decided differently.
 	violation error
@@ -305,8 +312,10 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		return nil, err
 	}
 	live.SetBoot(cfg.Boot)
+	live.SetGuards(cfg.Guards)
 	return &Manager{
 		cfg:          cfg,
+		guards:       guard.Or(cfg.Guards),
 		live:         live,
 		self:         live.Self(),
 		parts:        make(map[string]*partition),

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fmnode/fmnode/guard"
 )
 
 // evaluateDirty evaluates the queued partitions in name order, skipping
@@ -171,6 +173,7 @@ func (m *Manager) evaluateOne(now time.Duration, p *partition) {
 	ev := m.evidenceInto(now, p, m.evBuf)
 	m.evBuf = ev.Replicas[:0]
 	d := Decide(m.cfg.Failover, p.state, ev)
+	d.Guards.FireAll(m.guards)
 	p.last = lastDecision{Kind: d.Kind, Suppressed: d.Suppressed, RetryAt: d.RetryAt}
 	if d.Suppressed != "" {
 		m.stats.Suppressed++
@@ -220,6 +223,7 @@ func (m *Manager) evaluateOne(now time.Duration, p *partition) {
 			// link), and the write region, which sees the region's acks,
 			// has not asked for the shrink.
 			if n, ok := m.nodeOf(p, d.Target); !ok || !m.failedNodes[n] {
+				m.guards.Fire(guard.ShrinkNeedsVerdict)
 				return
 			}
 		}
@@ -240,6 +244,7 @@ func (m *Manager) evaluateOne(now time.Duration, p *partition) {
 	if d.Kind == DecideFailover && m.inflightTo[d.Target] >= m.cfg.Failover.MaxConcurrentPerTarget {
 		m.unqueue(p)
 		m.stats.Throttled++
+		m.guards.Fire(guard.HoldBlastRadius)
 		m.setTimer(p, now+m.cfg.Failover.ProposeStagger/4+1)
 		return
 	}

@@ -7,6 +7,8 @@ package failover
 import (
 	"fmt"
 	"time"
+
+	"github.com/fmnode/fmnode/guard"
 )
 
 // Switchover asks for a graceful move of a partition's write region.
@@ -38,8 +40,12 @@ func (m *Manager) request(now time.Duration, name string, decide func(State, Evi
 		return err
 	}
 	d, err := decide(p.state, m.evidence(now, p))
-	if err != nil || d.Next == nil {
+	if err != nil {
+		m.guards.Fire(guard.RequestRefused)
 		return err
+	}
+	if d.Next == nil {
+		return nil
 	}
 	m.propose(p, d, false)
 	return nil

@@ -3,6 +3,8 @@ package partition
 import (
 	"log/slog"
 	"time"
+
+	"github.com/fmnode/fmnode/guard"
 )
 
 // Hard bounds that no configuration may exceed. Decoders refuse anything
@@ -103,6 +105,9 @@ type Config struct {
 	// Logger receives rare events (fencing, promotion, truncation,
 	// snapshots). Nil discards them.
 	Logger *slog.Logger
+	// Guards counts the replicas' guards and reject paths (stale epochs
+	// and routes, lease gates, the strong commit rule); nil counts nothing.
+	Guards guard.Counter
 }
 
 // Defaults.

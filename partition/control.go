@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fmnode/fmnode/guard"
 	"github.com/fmnode/fmnode/quorum"
 )
 
@@ -21,6 +22,7 @@ func (r *Replica) doneReply(ref ClientRef, err error) {
 func (r *Replica) fence(e Epoch, writeRegion Region) error {
 	switch {
 	case e < r.epoch:
+		r.h.guards.Fire(guard.ReplicaStaleRoute)
 		return &RedirectError{Partition: r.id, Epoch: r.epoch, WriteRegion: r.writeRegion, Reason: ReasonStaleEpoch, RequestEpoch: e}
 	case e > r.epoch:
 		r.adoptEpoch(e, writeRegion, "fence")
@@ -60,6 +62,7 @@ func (r *Replica) promote(now time.Duration, e Epoch, startAfter LSN, wq quorum.
 	}
 	switch {
 	case e < r.epoch:
+		r.h.guards.Fire(guard.ReplicaStaleRoute)
 		return &RedirectError{Partition: r.id, Epoch: r.epoch, WriteRegion: r.writeRegion, Reason: ReasonStaleEpoch, RequestEpoch: e}
 	case e == r.epoch && r.role == RoleLeader:
 		return nil // idempotent

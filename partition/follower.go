@@ -2,6 +2,8 @@ package partition
 
 import (
 	"time"
+
+	"github.com/fmnode/fmnode/guard"
 )
 
 // step handles one replica-to-replica message.
@@ -13,6 +15,7 @@ func (r *Replica) step(now time.Duration, m *Message) {
 			r.h.send(Message{Type: MsgStale, Partition: r.id, Epoch: r.epoch, From: r.region(), To: m.From, WriteRegion: r.writeRegion})
 		}
 		r.h.stats.StaleRejected++
+		r.h.guards.Fire(guard.ReplicaStaleEpoch)
 		return
 	}
 	if m.Epoch > r.epoch {

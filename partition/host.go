@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fmnode/fmnode/guard"
 	"github.com/fmnode/fmnode/quorum"
 )
 
@@ -37,10 +38,11 @@ type Host struct {
 	// now is the latest time a call gave the host: Advance takes none, and
 	// the commit it moves is checked against the lease at this time (at
 	// most a fsync old, which the drift margin a takeover waits covers).
-	now  time.Duration
-	cfg  Config
-	log  *slog.Logger
-	reps map[ID]*Replica
+	now    time.Duration
+	cfg    Config
+	log    *slog.Logger
+	guards guard.Counter
+	reps   map[ID]*Replica
 	// byID mirrors reps for IDs below hostDenseIDs: the lookup for every
 	// request, message and Ready is then one index, not a map probe.
 	byID []*Replica
@@ -114,7 +116,7 @@ func NewHost(cfg Config) (*Host, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Host{cfg: cfg, log: log, reps: make(map[ID]*Replica), quorums: make(map[string]quorum.WriteQuorum)}, nil
+	return &Host{cfg: cfg, log: log, guards: guard.Or(cfg.Guards), reps: make(map[ID]*Replica), quorums: make(map[string]quorum.WriteQuorum)}, nil
 }
 
 // Region returns the host's region.

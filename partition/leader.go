@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/fmnode/fmnode/guard"
 )
 
 // leaderState is what a write region keeps beyond the shared fields.
@@ -245,7 +247,21 @@ func (r *Replica) redirect(reqEpoch Epoch) error {
 	default:
 		return nil
 	}
+	r.h.guards.Fire(redirectGuard(e.Reason))
 	return e
+}
+
+// redirectGuard names the guard a redirect of reason why fires.
+func redirectGuard(why RedirectReason) guard.Name {
+	switch why {
+	case ReasonStaleEpoch:
+		return guard.ReplicaStaleRoute
+	case ReasonReplicaBehind:
+		return guard.ReplicaBehindRedirect
+	case ReasonPaused:
+		return guard.ReplicaPausedRedirect
+	}
+	return guard.ReplicaNotWriteRegion
 }
 
 // ----- client writes -----
@@ -260,6 +276,7 @@ func (r *Replica) clientWrite(now time.Duration, req *WriteRequest) {
 		return
 	}
 	if r.h.cfg.LeaseGatesWrites && !r.leased(now) {
+		r.h.guards.Fire(guard.LeaseGateWrite)
 		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref, Err: fmt.Errorf("write refused: %w", r.leaseErr(now))})
 		return
 	}
@@ -401,7 +418,11 @@ func (r *Replica) assumeGranted(now time.Duration) {
 // drift bound), and a paused write region may already have been succeeded
 // by the switchover it paused for.
 func (r *Replica) grantFor(now time.Duration) time.Duration {
-	if r.role != RoleLeader || r.leaseErr(now) != nil {
+	if r.role != RoleLeader {
+		return 0
+	}
+	if r.leaseErr(now) != nil {
+		r.h.guards.Fire(guard.LeaseGateGrant)
 		return 0
 	}
 	return min(r.level.StalenessTime, r.leaseUntil-now)
@@ -498,6 +519,9 @@ func (r *Replica) advanceCommit() {
 		// the new write region could not promote: the background-fault
 		// sweep wedged partitions that way). The writes waiting for a
 		// commit get an unknown outcome now instead of never.
+		if r.last > r.commit {
+			r.h.guards.Fire(guard.LeaseGateAck)
+		}
 		r.withholdPending()
 		r.leader.commitHeld = true
 		return
@@ -573,6 +597,8 @@ func (r *Replica) strongCommit() LSN {
 		}
 		if r.wq.Commits(func(reg Region) bool { return r.matchOf(reg) >= c }) {
 			best = c
+		} else if r.oneMemberShort(c) {
+			r.h.guards.Fire(guard.StrongCommitMemberMissing)
 		}
 	}
 	consider(r.durable)
@@ -580,6 +606,24 @@ func (r *Replica) strongCommit() LSN {
 		consider(r.leader.followers[i].match)
 	}
 	return best
+}
+
+// oneMemberShort reports whether c waits for exactly one member of a
+// write quorum of three or more while the minimum durability holds it
+// (a majority rule would have committed it: the strong rule must not).
+func (r *Replica) oneMemberShort(c LSN) bool {
+	if len(r.wq.Members) < 3 {
+		return false
+	}
+	short, held := 0, 0
+	for _, m := range r.wq.Members {
+		if r.matchOf(m) < c {
+			short++
+		} else {
+			held++
+		}
+	}
+	return short == 1 && held >= r.wq.MinDurability
 }
 
 // setStable sets stable to the position durable on every replica.

@@ -3,6 +3,8 @@ package partition
 import (
 	"fmt"
 	"time"
+
+	"github.com/fmnode/fmnode/guard"
 )
 
 // clientRead admits a read by its consistency level; admitted reads are
@@ -46,6 +48,7 @@ func (r *Replica) admitRead(now time.Duration, req *ReadRequest) error {
 			return err
 		}
 		if err := r.leaseErr(now); err != nil {
+			r.h.guards.Fire(guard.LeaseGateRead)
 			return err
 		}
 		if r.commit < r.readBarrier {
@@ -56,7 +59,11 @@ func (r *Replica) admitRead(now time.Duration, req *ReadRequest) error {
 		if r.role == RoleLeader {
 			// The write region is within any bound of itself, as long as
 			// it still is the write region: its lease says so.
-			return r.leaseErr(now)
+			if err := r.leaseErr(now); err != nil {
+				r.h.guards.Fire(guard.LeaseGateRead)
+				return err
+			}
+			return nil
 		}
 		if r.role == RolePaused {
 			// Not so a paused one: its successor may be writing already

@@ -219,7 +219,7 @@ func (cs *clusterState) check() {
 		naks += st.NAKs
 	}
 	f.StaleRejected += cs.staleRejectedPast
-	f.RegisterRounds = rounds
+	f.RegisterRounds, f.RegisterNAKs = rounds, naks
 	if rounds > 0 {
 		f.RegisterConflictRate = float64(naks) / float64(rounds)
 	}

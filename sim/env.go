@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"time"
+
+	"github.com/fmnode/fmnode/guard"
 )
 
 // env is the scaffolding every scenario shares: the world, the nemesis,
@@ -16,8 +18,11 @@ type env struct {
 	ops     OpStats
 	viol    violations
 	metrics map[string]float64
-	poll    poller
-	phase   string
+	// guards counts the cores' guards as they fire (every node of the
+	// world shares it: one thread runs them all).
+	guards guard.Counts
+	poll   poller
+	phase  string
 	// The progress display's view (see stage): never part of the run.
 	stages    []progressStage
 	stageName string
@@ -168,6 +173,7 @@ func (e *env) result(scenario string) Result {
 		FaultsInjected: e.w.Faults.Map(),
 		Ops:            e.ops,
 		Metrics:        e.metrics,
+		GuardsFired:    e.guards.Map(),
 	}
 	name := fmt.Sprintf("fmnode-sim-%s-%d", scenario, e.cfg.Seed)
 	if e.cfg.Canary {

@@ -92,6 +92,7 @@ func (n *foNode) boot(first bool) error {
 		Proposer: fw.pcfg,
 		Rand:     SubRand(fw.e.w.Seed, StreamProposer, uint64(n.idx)*proposerIDStride+n.inc),
 		Observer: foObserver{n},
+		Guards:   &fw.e.guards,
 	})
 	if err != nil {
 		return fmt.Errorf("sim: node %d: %w", n.idx, err)

@@ -149,8 +149,12 @@ type Result struct {
 	TraceHash      string             `json:"trace_hash"`
 	Ops            OpStats            `json:"ops"`
 	Metrics        map[string]float64 `json:"metrics,omitempty"`
-	Visualization  string             `json:"visualization,omitempty"`
-	Replay         string             `json:"replay"`
+	// GuardsFired counts, by name, the cores' guards and reject paths
+	// that fired in the run (package guard; failover and cluster
+	// scenarios).
+	GuardsFired   map[string]uint64 `json:"guards_fired,omitempty"`
+	Visualization string            `json:"visualization,omitempty"`
+	Replay        string            `json:"replay"`
 	// SimPerWall is simulated seconds per wall-clock second.
 	SimPerWall float64 `json:"sim_seconds_per_wall_second,omitempty"`
 	// FailoverReport holds the failover scenarios' figures (its keys are

@@ -186,6 +186,7 @@ type ClusterFigures struct {
 	// RegisterConflictRate is NAKed rounds over all rounds of the nodes'
 	// register proposers (every failover register write).
 	RegisterRounds       uint64  `json:"register_rounds"`
+	RegisterNAKs         uint64  `json:"register_naks"`
 	RegisterConflictRate float64 `json:"register_conflict_rate"`
 	// StaleRejected counts messages of a stale epoch the replicas fenced
 	// (the guard a stale-epoch apply would skip); StaleChecked the stale

@@ -28,9 +28,15 @@ func TestClusterSwarmSeedPassesAndReplays(t *testing.T) {
 	assert.Positive(t, f.RegionOutages+f.ZoneOutages+f.NodeCrashes, "nodes went down")
 	assert.Zero(t, f.StuckPartitions)
 	assert.Positive(t, f.RegisterRounds)
+	// The guards the nodes' cores pass through are counted, by name, the
+	// same in a replay.
+	for _, g := range []string{"strong_commit_member_missing", "lease_gate_ack", "replica_stale_epoch", "candidate_not_in_write_quorum", "proposer_nak"} {
+		assert.Positive(t, a.GuardsFired[g], "guard %s fired in seed 2 (%v)", g, a.GuardsFired)
+	}
 	b, err := Run(cfg)
 	require.NoError(t, err)
 	assert.Equal(t, a.TraceHash, b.TraceHash, "same seed, same run")
+	assert.Equal(t, a.GuardsFired, b.GuardsFired, "same seed, same guards")
 }
 
 // A failing cluster seed names the failing partition and prints its last

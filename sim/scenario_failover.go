@@ -543,7 +543,7 @@ func (fw *foWorld) finish(cfg Config, profName, name string) Result {
 	res := Result{
 		Seed: cfg.Seed, Scenario: name, Faults: faults, Profile: profName,
 		SimSeconds: e.w.Now().Seconds(), Events: e.w.Events(), FaultsInjected: e.w.Faults.Map(),
-		Ops: e.ops, Metrics: e.metrics, FailoverReport: rep,
+		Ops: e.ops, Metrics: e.metrics, FailoverReport: rep, GuardsFired: e.guards.Map(),
 	}
 	res.Linearizable = checkKV(e.hist.Operations(), cfg.CheckTimeout)
 	if res.Linearizable != LinOK {

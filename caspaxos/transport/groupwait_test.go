@@ -48,10 +48,10 @@ func (r *groupWaitRig) send(t *testing.T, keys ...string) {
 func (r *groupWaitRig) persistFirst(t *testing.T, hold time.Duration, pending ...string) {
 	t.Helper()
 	require.NoError(t, r.tr.Send(prepare("first", 1)))
-	<-r.st.entered
+	recvWithin(t, r.st.entered, "the gated store's next Apply")
 	r.send(t, pending...)
 	time.Sleep(hold) // the last Apply's duration bounds the next wait
-	r.st.gate <- struct{}{}
+	sendWithin(t, r.st.gate, struct{}{}, "release the gated store")
 	assert.Equal(t, "first", recvReply(t, r.tr).Items[0].Key)
 }
 
@@ -115,11 +115,11 @@ func TestAcceptorGroupWait(t *testing.T) {
 			for _, k := range tc.join {
 				require.NoError(t, r.tr.Send(prepare(k, 1)))
 			}
-			<-r.st.entered
+			recvWithin(t, r.st.entered, "the gated store's next Apply")
 			held := time.Since(start)
 			assert.GreaterOrEqual(t, held, tc.minHeld)
 			assert.Less(t, held, tc.maxHeld)
-			r.st.gate <- struct{}{}
+			sendWithin(t, r.st.gate, struct{}{}, "release the gated store")
 			var got []string
 			for _, g := range tc.groups {
 				for range g {
@@ -146,8 +146,8 @@ func TestAcceptorGroupWait(t *testing.T) {
 func TestAcceptorGroupWaitOff(t *testing.T) {
 	r := newGroupWaitRig(t, AcceptorConfig{})
 	r.persistFirst(t, 50*time.Millisecond, "a")
-	<-r.st.entered
-	r.st.gate <- struct{}{}
+	recvWithin(t, r.st.entered, "the gated store's next Apply")
+	sendWithin(t, r.st.gate, struct{}{}, "release the gated store")
 	assert.Equal(t, "a", recvReply(t, r.tr).Items[0].Key)
 	assert.Zero(t, r.a.Stats().GroupWaits)
 }
@@ -158,16 +158,16 @@ func TestAcceptorGroupWaitBacksOff(t *testing.T) {
 	const bound = 40 * time.Millisecond
 	r := newGroupWaitRig(t, AcceptorConfig{GroupWait: bound, GroupWaitFraction: 1})
 	r.persistFirst(t, 2*bound, "a")
-	<-r.st.entered // "a", after a wait nothing joined
+	recvWithin(t, r.st.entered, "the gated store's next Apply") // "a", after a wait nothing joined
 	r.send(t, "b")
 	time.Sleep(2 * bound)
-	r.st.gate <- struct{}{}
+	sendWithin(t, r.st.gate, struct{}{}, "release the gated store")
 	assert.Equal(t, "a", recvReply(t, r.tr).Items[0].Key)
-	<-r.st.entered // "b": skipped the wait
+	recvWithin(t, r.st.entered, "the gated store's next Apply") // "b": skipped the wait
 	stats := r.a.Stats()
 	assert.Equal(t, uint64(1), stats.GroupWaits)
 	assert.Zero(t, stats.GroupWaitsPaid)
-	r.st.gate <- struct{}{}
+	sendWithin(t, r.st.gate, struct{}{}, "release the gated store")
 	assert.Equal(t, "b", recvReply(t, r.tr).Items[0].Key)
 }
 
@@ -224,7 +224,7 @@ func TestAcceptorGroupWaitOrder(t *testing.T) {
 		require.GreaterOrEqual(t, b, last, "reply %s from batch %d after one from batch %d", k, b, last)
 		last = b
 	}
-	<-sent
+	recvWithin(t, sent, "the sender goroutine to finish")
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	assert.False(t, st.overlap, "two Applies ran at once")

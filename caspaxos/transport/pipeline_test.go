@@ -246,7 +246,7 @@ func TestAcceptorPipelineOrder(t *testing.T) {
 		last = b
 	}
 	close(stop)
-	<-releaser
+	recvWithin(t, releaser, "the releaser goroutine to finish")
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	next := 1

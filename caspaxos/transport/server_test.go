@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -46,7 +47,13 @@ func newGatedStore() *gatedStore {
 
 func (s *gatedStore) Apply(b caspaxos.Batch) error {
 	s.entered <- struct{}{}
-	<-s.gate
+	select {
+	case <-s.gate:
+	case <-time.After(testWait):
+		// A test that failed before releasing the gate: the acceptor's
+		// goroutine must not hang the package.
+		return errors.New("gated store: not released within the test's wait")
+	}
 	if err := s.mem.Apply(b); err != nil {
 		return err
 	}
@@ -95,18 +102,18 @@ func TestAcceptorDurabilityOrderAndGroupCommit(t *testing.T) {
 	tr := net.Dial(0)
 
 	require.NoError(t, tr.Send(prepare("first", 1)))
-	<-st.entered // the first batch is being persisted
+	recvWithin(t, st.entered, "the gated store's next Apply") // the first batch is being persisted
 	for i := range 10 {
 		require.NoError(t, tr.Send(prepare(fmt.Sprintf("k%d", i), 1)))
 	}
 	expectNoReply(t, tr, 50*time.Millisecond)
 
-	st.gate <- struct{}{} // first batch durable
+	sendWithin(t, st.gate, struct{}{}, "release the gated store") // first batch durable
 	m := recvReply(t, tr)
 	assert.Equal(t, "first", m.Items[0].Key)
-	<-st.entered // the second batch: everything that arrived meanwhile
+	recvWithin(t, st.entered, "the gated store's next Apply") // the second batch: everything that arrived meanwhile
 	expectNoReply(t, tr, 30*time.Millisecond)
-	st.gate <- struct{}{}
+	sendWithin(t, st.gate, struct{}{}, "release the gated store")
 	for range 10 {
 		m := recvReply(t, tr)
 		assert.Equal(t, caspaxos.MsgPrepareReply, m.Type)
@@ -427,7 +434,7 @@ func TestBudget(t *testing.T) {
 	go func() { done <- b.acquire(context.Background(), 5) }()
 	time.Sleep(10 * time.Millisecond)
 	b.release(6)
-	require.NoError(t, <-done)
+	require.NoError(t, recvWithin(t, done, "acquire to return after the release"))
 	assert.Equal(t, 5, b.inUse())
 	b.release(5)
 	assert.True(t, b.tryAcquire(100), "an oversized request passes when nothing else is held")

@@ -45,6 +45,55 @@ type simSummary struct {
 	LoadAvg1End       float64           `json:"load_avg_1_end"`
 	FaultsInjected    map[string]uint64 `json:"faults_injected"`
 	Workers           int               `json:"workers"`
+	// GuardsFired sums the runs' guards_fired: which guards and reject
+	// paths of the cores the sweep reached (package guard; sim/ci.sh
+	// fails when a required one never fired).
+	GuardsFired map[string]uint64 `json:"guards_fired"`
+	// Failovers: automatic write-region moves (failover scenarios).
+	Failovers uint64 `json:"failovers"`
+	// The cluster scenario's operator switchovers, those aborted, the
+	// register conflict rate (NAKed rounds over all rounds of the nodes'
+	// register proposers) and the partitions left stuck (must be 0).
+	Switchovers          int     `json:"switchovers"`
+	AbortedSwitchovers   int     `json:"aborted_switchovers"`
+	RegisterRounds       uint64  `json:"register_rounds"`
+	RegisterConflictRate float64 `json:"register_conflict_rate"`
+	StuckPartitions      int     `json:"stuck_partitions"`
+	registerNAKs         uint64
+	// LongestSeed is the run with the most wall time, and its wall time
+	// and events.
+	LongestSeed       uint64  `json:"longest_seed"`
+	LongestSeedWallS  float64 `json:"longest_seed_wall_s"`
+	LongestSeedEvents uint64  `json:"longest_seed_events"`
+}
+
+// add counts one run into the summary.
+func (s *simSummary) add(res sim.Result) {
+	s.SimSeconds += res.SimSeconds
+	s.Events += res.Events
+	for k, v := range res.FaultsInjected {
+		s.FaultsInjected[k] += v
+	}
+	for k, v := range res.GuardsFired {
+		s.GuardsFired[k] += v
+	}
+	if res.WallSeconds > s.LongestSeedWallS {
+		s.LongestSeed, s.LongestSeedWallS, s.LongestSeedEvents = res.Seed, res.WallSeconds, res.Events
+	}
+	if res.FailoverReport != nil {
+		s.Failovers += res.FailoverReport.Failovers
+	}
+	if res.ScenarioFigures != nil && res.ScenarioFigures.Cluster != nil {
+		c := res.ScenarioFigures.Cluster
+		s.Switchovers += c.Switchovers
+		s.AbortedSwitchovers += c.AbortedSwitchovers
+		s.StuckPartitions += c.StuckPartitions
+		s.RegisterRounds += c.RegisterRounds
+		s.registerNAKs += c.RegisterNAKs
+		if s.RegisterRounds > 0 {
+			s.RegisterConflictRate = float64(s.registerNAKs) / float64(s.RegisterRounds)
+		}
+	}
 }
 
 // runSim is `fmnode sim`: run one seed or a sweep of a scenario on the
@@ -106,10 +155,15 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	layKill := fs.Bool("process-kill", false, "region-outage with a layout: the outage kills processes, machines stay up (clients are refused at once, no timeout)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole sweep to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile (after the sweep) to this file")
+	summaryOut := fs.String("summary-out", "", "append the sweep's summary object (one JSON line) to this file")
+	checkGuardsFile := fs.String("check-guards", "", "sum guards_fired over the summary objects in this file (JSON lines) and fail if a guard the CI sweep must reach never fired; runs nothing")
 	gcPercent := fs.Int("gc-percent", 0, "the collector's GOGC for the sweep (0: 200, or 100 above 20,000 partitions; negative: off); a GOGC in the environment wins")
 	fs.Usage = func() { simUsage(fs) }
 	if ok, code := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	if *checkGuardsFile != "" {
+		return checkGuards(*checkGuardsFile, stdout, stderr)
 	}
 	if sim.Scripted(*scenario) && !flagSet(fs, "faults") {
 		// A scripted scenario runs its own fault alone unless background
@@ -167,7 +221,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,
-		Workers: *workers, FaultsInjected: make(map[string]uint64), FailedSeeds: []uint64{}}
+		Workers: *workers, FaultsInjected: make(map[string]uint64), GuardsFired: make(map[string]uint64), FailedSeeds: []uint64{}}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "%-8s %-11s %-7s %9s %8s %10s %7s %-8s %5s  %s\n",
 			"seed", "scenario", "faults", "sim_s", "wall_s", "events", "faults", "lin", "viol", "trace_hash")
@@ -207,11 +261,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return
 		}
 		res := r.Result
-		sum.SimSeconds += res.SimSeconds
-		sum.Events += res.Events
-		for k, v := range res.FaultsInjected {
-			sum.FaultsInjected[k] += v
-		}
+		sum.add(res)
 		if res.Failed() {
 			sum.Failed++
 			sum.FailedSeeds = append(sum.FailedSeeds, res.Seed)
@@ -258,6 +308,12 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		printSummary(stdout, sum)
+	}
+	if *summaryOut != "" {
+		if err := appendSummary(*summaryOut, sum); err != nil {
+			fmt.Fprintf(stderr, "fmnode sim: %v\n", err)
+			return 2
+		}
 	}
 	return simExitCode(stdout, sum, *canary, *asJSON)
 }

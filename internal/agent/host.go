@@ -151,6 +151,7 @@ func (h *host) startNode() error {
 		Nodes: spec.FailoverNodes(), Acceptors: spec.Acceptors(), Failover: fcfg,
 		Host: hcfg, Proposer: caspaxos.DefaultProposerConfig(0, quorum.Config{}),
 		Rand: rand.New(rand.NewPCG(seed(), seed())), WatchAll: watch, Observer: a.metrics.obs,
+		Guards: a.metrics.guards,
 	}
 	drv, err := noderun.New(noderun.Config{Node: ncfg, AcceptorStore: a.accst, PartitionStore: a.partst,
 		Partitions: parts, Publisher: h.pub, Clock: h.clock, Logger: a.log.With("component", "node")})

@@ -49,18 +49,20 @@ const (
 // node reports its register outcomes to, and the collector that reads the
 // node's state at scrape time.
 type metrics struct {
-	reg  *prometheus.Registry
-	obs  *nodeObserver
-	node *nodeCollector
+	reg    *prometheus.Registry
+	obs    *nodeObserver
+	node   *nodeCollector
+	guards *guardCounters
 }
 
 func newMetrics(a *Agent) (*metrics, error) {
 	reg := prometheus.NewRegistry()
-	m := &metrics{reg: reg, obs: newNodeObserver(), node: newNodeCollector(a.nodeSnapshot, DefaultMaxPartitionLabels, a.cfg.Region)}
+	m := &metrics{reg: reg, obs: newNodeObserver(), node: newNodeCollector(a.nodeSnapshot, DefaultMaxPartitionLabels, a.cfg.Region),
+		guards: newGuardCounters()}
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.obs, m.node,
+		m.obs, m.node, m.guards,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("agent: metrics: %w", err)

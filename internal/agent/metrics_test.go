@@ -271,7 +271,7 @@ func TestMetricsOfARunningCluster(t *testing.T) {
 	for _, name := range []string{"fmnode_dataapi_redirects_total", "fmnode_nodenet_batches_sent_total",
 		"fmnode_txtdns_queries_total", "fmnode_txtdns_publish_lag_seconds", "fmnode_failovers_total",
 		"fmnode_lease_valid", "fmnode_replication_lag_max_ops", "fmnode_data_at_risk_ops",
-		"go_goroutines", "process_open_fds"} {
+		"fmnode_guard_fired_total", "go_goroutines", "process_open_fds"} {
 		assert.Contains(t, exported, name)
 	}
 	st := series(t, dnsAgent.a.metrics.reg)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fmnode/fmnode/caspaxos"
 	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/guard"
 	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/quorum"
 )
@@ -85,6 +86,11 @@ type Config struct {
 	PumpRounds int
 	// Observer sees what the node does (nil: nothing).
 	Observer Observer
+	// Guards counts every guard and reject path of the node's cores
+	// (package guard); it replaces the Proposer's, Manager's and Host's
+	// own when set. Nil counts nothing. The simulator gives every node of
+	// a world one guard.Counts; the daemon exports them to Prometheus.
+	Guards guard.Counter
 }
 
 func configErr(field, format string, args ...any) error {

@@ -187,9 +187,13 @@ func New(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node %d: acceptor: %w", cfg.ID, err)
 		}
+		acc.SetGuards(cfg.Guards)
 		n.acc = acc
 	}
 	pc := cfg.Proposer
+	if cfg.Guards != nil {
+		pc.Guards = cfg.Guards
+	}
 	pc.ID = proposerID(cfg.ID, cfg.Boot)
 	pc.Quorum = quorum.MajorityConfig(cfg.Acceptors...)
 	prop, err := caspaxos.NewProposer(pc, cfg.Rand)
@@ -199,11 +203,17 @@ func New(cfg Config) (*Node, error) {
 	n.prop = prop
 	mc := cfg.Manager
 	mc.Failover, mc.Self, mc.Nodes, mc.Boot = cfg.Failover, cfg.ID, cfg.Nodes, cfg.Boot
+	if cfg.Guards != nil {
+		mc.Guards = cfg.Guards
+	}
 	if n.mgr, err = failover.NewManager(mc); err != nil {
 		return nil, fmt.Errorf("node %d: manager: %w", cfg.ID, err)
 	}
 	hc := cfg.Host
 	hc.Region, hc.Boot = cfg.Region, cfg.Boot
+	if cfg.Guards != nil {
+		hc.Guards = cfg.Guards
+	}
 	if n.host, err = partition.NewHost(hc); err != nil {
 		return nil, fmt.Errorf("node %d: host: %w", cfg.ID, err)
 	}

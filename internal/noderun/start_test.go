@@ -55,5 +55,10 @@ func TestRunHeartbeatsWithoutOutsideEvents(t *testing.T) {
 	require.Eventually(t, func() bool { return s.n.Load() >= 4 }, 10*time.Second, 10*time.Millisecond,
 		"no heartbeats left a driver nobody talked to")
 	cancel()
-	require.NoError(t, <-errc)
+	select {
+	case err := <-errc:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of its context's end")
+	}
 }
