@@ -192,17 +192,6 @@ func (n *Node) StopDrain(r partition.Region) {
 	n.fed = true
 }
 
-// SetPaused pauses or resumes automatic failover of partition id.
-func (n *Node) SetPaused(now time.Duration, id partition.ID, paused bool, reason string) error {
-	n.now = now
-	p, err := n.hosted(id, "pause of")
-	if err != nil {
-		return err
-	}
-	n.fed = true
-	return n.mgr.SetPaused(now, p.name, paused, reason)
-}
-
 // SetNeverPromote proposes partition id's new never-promote regions (the
 // cluster spec's policy); nothing when they are already so.
 func (n *Node) SetNeverPromote(now time.Duration, id partition.ID, regions []partition.Region, reason string) error {
