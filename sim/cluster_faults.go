@@ -29,6 +29,7 @@ type clusterState struct {
 	// resumed.
 	pausedBy map[int]int
 	drain    *clusterDrain
+	md       *clusterMinDur
 	stopped  bool
 	// guards the checks count.
 	staleChecked, falseChecked int
@@ -49,6 +50,7 @@ const (
 	caSwitchover = iota + 1
 	caPause
 	caResume
+	caMinDurability
 )
 
 // clusterAction is one operator request on a partition and how it ended.
@@ -56,7 +58,10 @@ type clusterAction struct {
 	kind   int
 	part   int
 	target quorum.Region
-	at     time.Duration
+	// min is a minimum-durability change's value (part is -1: every
+	// partition).
+	min int
+	at  time.Duration
 	// state: "requested" until the register shows it began, then
 	// "started"; it ends "done", "aborted: reason", "refused: reason" or
 	// "overtaken: reason" (a failover moved the partition first).
@@ -83,6 +88,8 @@ const (
 	ceResume
 	ceDriverCrash
 	ceDriverRestart
+	ceMinDur
+	ceMinDurPoll
 )
 
 func newClusterState(r *foRun, seed uint64) *clusterState {
@@ -91,6 +98,7 @@ func newClusterState(r *foRun, seed uint64) *clusterState {
 	cs.mix = drawClusterMix(fw.e.cfg.Faults, cs.rng)
 	cs.fig = &ClusterFigures{NodesPerRegion: fw.spec.nodesPerRegion, MinDurability: fw.spec.minDurability, Mix: cs.mix.String()}
 	r.fig.Cluster = cs.fig
+	cs.startMinDur(seed)
 	return cs
 }
 
@@ -124,6 +132,9 @@ func (cs *clusterState) Fire(now time.Duration, arg uint64) {
 	case ceResume:
 		cs.resume(idx, 0)
 		return
+	case ceMinDurPoll:
+		cs.applyMinDur()
+		return
 	case ceDriverRestart:
 		cs.endOutage(idx)
 		if d := cs.drain; d != nil && !cs.stopped {
@@ -147,6 +158,9 @@ func (cs *clusterState) Fire(now time.Duration, arg uint64) {
 	case ceOp:
 		cs.operate()
 		cs.after(cs.gap(cs.mix.OpEvery), ceOp, 0)
+	case ceMinDur:
+		cs.changeMinDur()
+		cs.after(cs.minDurGap(), ceMinDur, 0)
 	case ceDriverCrash:
 		if d := cs.drain; d != nil && len(d.drivers) > 0 {
 			n := d.drivers[cs.rng.IntN(len(d.drivers))]
@@ -497,6 +511,15 @@ func (cs *clusterState) cleanUp() {
 			cs.r.violation(ViolationLiveness, "never-promote not cleared %v after the heal", clusterSettle)
 		}
 	}
+	if md := cs.md; md.k >= 0 && !cs.actions[md.k].ended {
+		if !md.polling {
+			cs.applyMinDur()
+		}
+		if !fw.runUntil(deadline, func() bool { return cs.actions[md.k].ended }) {
+			cs.r.violation(ViolationLiveness, "minimum durability %d not in every register %v after the heal: %s", md.want, clusterSettle,
+				fw.unconverged(func(i int) bool { return fw.reg[i].state.WriteQuorum.MinDurability != md.want }))
+		}
+	}
 	for i := range cs.pausedBy {
 		cs.resume(i, 0)
 	}
@@ -526,6 +549,7 @@ func (cs *clusterState) cleanUp() {
 // transitions, and checks each transition against the epochs.
 func (cs *clusterState) learn(i int, old, s failover.State, at time.Duration) {
 	fw := cs.fw
+	cs.checkMinDurValue(i, s)
 	fresh := newTransitions(old.History, s.History)
 	prev := failover.Epoch(0)
 	if len(old.History) > 0 {
