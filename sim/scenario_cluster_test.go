@@ -28,6 +28,11 @@ func TestClusterSwarmSeedPassesAndReplays(t *testing.T) {
 	assert.Positive(t, f.RegionOutages+f.ZoneOutages+f.NodeCrashes, "nodes went down")
 	assert.Zero(t, f.StuckPartitions)
 	assert.Positive(t, f.RegisterRounds)
+	// The operator changed minimum durability, and the guard refused a
+	// raise above a shrunk write quorum until it grew back.
+	assert.Positive(t, f.MinDurabilityChanges)
+	assert.Positive(t, f.MinDurabilityDone)
+	assert.Positive(t, f.MinDurabilityRefused)
 	b, err := Run(cfg)
 	require.NoError(t, err)
 	assert.Equal(t, a.TraceHash, b.TraceHash, "same seed, same run")
