@@ -775,6 +775,11 @@ func startSwitchover(cfg Config, s State, ev Evidence, target Region, reason str
 // ErrRefused: an operator request is not allowed in the current state.
 var ErrRefused = errors.New("failover: request refused")
 
+// ErrBusy: refused for now (with ErrRefused) because the partition has a
+// proposal in flight or the window is full; asking again later may
+// succeed.
+var ErrBusy = errors.New("failover: busy")
+
 // RequestSwitchover is the operator's graceful switchover (also used by a
 // region drain). Pause does not block it: manual moves stay possible during
 // maintenance.
@@ -820,6 +825,37 @@ func RequestNeverPromote(cfg Config, s State, ev Evidence, regions []Region, rea
 	next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecidePolicy, Proposer: ev.Proposer,
 		Reason: fmt.Sprintf("operator: never-promote %v (was %v): %s", next.NeverPromote, s.NeverPromote, reason)})
 	return Decision{Kind: DecidePolicy, Next: &next, Reasons: []string{fmt.Sprintf("policy: never-promote %v: %s", next.NeverPromote, reason)}}, nil
+}
+
+// RequestMinDurability changes the partition's minimum durability: the
+// regions a strong write must be durable in before it is acknowledged,
+// and the floor below which the write quorum never shrinks and no
+// takeover promotes. The guard: the new minimum must be met by the
+// write quorum's members now, which hold every acknowledged write (a
+// strong write commits on every member), so a change never leaves the
+// register claiming more durability than the acknowledged writes have;
+// a lower one never drops a member by itself (only a later shrink of a
+// failed member does, under the new floor). Nothing when it is already
+// so.
+func RequestMinDurability(cfg Config, s State, ev Evidence, min int, reason string) (Decision, error) {
+	wq := s.WriteQuorum
+	switch {
+	case min == wq.MinDurability:
+		return Decision{Reasons: []string{fmt.Sprintf("minimum durability already %d", min)}}, nil
+	case min < 1 || min > len(wq.Replicas):
+		return Decision{}, fmt.Errorf("%w: minimum durability %d of %s: must be in 1..%d (its replica regions)", ErrRefused, min, s.Partition, len(wq.Replicas))
+	case min > len(wq.Members):
+		return Decision{}, fmt.Errorf("%w: minimum durability %d of %s: only %d regions %v hold every acknowledged write (the write quorum); it grows first",
+			ErrRefused, min, s.Partition, len(wq.Members), wq.Members)
+	}
+	next := s.Clone()
+	next.WriteQuorum.MinDurability = min
+	if err := next.WriteQuorum.Validate(); err != nil {
+		return Decision{}, fmt.Errorf("%w: minimum durability %d of %s: %w", ErrRefused, min, s.Partition, err)
+	}
+	next.record(cfg, Transition{Epoch: s.Epoch, At: ev.Now, Kind: DecidePolicy, Proposer: ev.Proposer,
+		Reason: fmt.Sprintf("operator: minimum durability %d (was %d): %s", min, wq.MinDurability, reason)})
+	return Decision{Kind: DecidePolicy, Next: &next, Reasons: []string{fmt.Sprintf("policy: minimum durability %d: %s", min, reason)}}, nil
 }
 
 // RequestPause sets or clears the partition's pause flag.

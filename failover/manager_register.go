@@ -127,7 +127,7 @@ func (m *Manager) reconcile(p *partition) {
 	acts, err := Reconcile(p.state, LocalReplica{
 		Region: p.myRegion, Epoch: p.local.Epoch, LastLSN: p.local.LastLSN,
 		WriteRegion: p.local.WriteRegion, Fenced: p.local.Fenced, WriteQuorum: p.local.WriteQuorum,
-		Pending: pending,
+		MinDurability: p.local.MinDurability, Pending: pending,
 	})
 	if err != nil {
 		m.event(p.name, DecideNone, "reconcile: "+err.Error())

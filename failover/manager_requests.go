@@ -34,7 +34,7 @@ func (m *Manager) request(now time.Duration, name string, decide func(State, Evi
 		return fmt.Errorf("%w: unknown partition %q", ErrRefused, name)
 	}
 	if p.inflight {
-		return fmt.Errorf("%w: partition %q has a proposal in flight", ErrRefused, name)
+		return fmt.Errorf("%w: %w: partition %q has a proposal in flight", ErrRefused, ErrBusy, name)
 	}
 	if err := m.windowFull(); err != nil {
 		return err
@@ -56,6 +56,14 @@ func (m *Manager) request(now time.Duration, name string, decide func(State, Evi
 func (m *Manager) SetNeverPromote(now time.Duration, name string, regions []Region, reason string) error {
 	return m.request(now, name, func(s State, ev Evidence) (Decision, error) {
 		return RequestNeverPromote(m.cfg.Failover, s, ev, regions, reason)
+	})
+}
+
+// SetMinDurability proposes the partition's new minimum durability
+// (RequestMinDurability, with its guard); nothing when it is already so.
+func (m *Manager) SetMinDurability(now time.Duration, name string, min int, reason string) error {
+	return m.request(now, name, func(s State, ev Evidence) (Decision, error) {
+		return RequestMinDurability(m.cfg.Failover, s, ev, min, reason)
 	})
 }
 

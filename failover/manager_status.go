@@ -32,7 +32,11 @@ type ReplicaStatus struct {
 	WriteRegion bool
 	Fenced      bool
 	WriteQuorum []Region
-	Followers   []FollowerStatus
+	// MinDurability is the replica's commit rule's minimum durability (0:
+	// not reported): a write region whose differs from the register's
+	// adopts the register's (Reconcile).
+	MinDurability int
+	Followers     []FollowerStatus
 }
 
 // PartitionHandle names a hosted partition without its name: a driver
@@ -77,7 +81,7 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 	p.statusSeq++
 	m.trackLag(now, p, st)
 	replica := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
-		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum)
+		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) || p.local.MinDurability != st.MinDurability
 	changed := replica || !sameInSync(p.local, st)
 	sameList, membersOnly := followerFlips(p.state.WriteQuorum.Members, p.local.Followers, st.Followers)
 	if !sameList {
@@ -112,7 +116,7 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 // sameStatus reports whether a and b are the same report.
 func sameStatus(a, b *ReplicaStatus) bool {
 	return a.Epoch == b.Epoch && a.LastLSN == b.LastLSN && a.CommitLSN == b.CommitLSN &&
-		a.WriteRegion == b.WriteRegion && a.Fenced == b.Fenced && equalRegions(a.WriteQuorum, b.WriteQuorum) &&
+		a.WriteRegion == b.WriteRegion && a.Fenced == b.Fenced && equalRegions(a.WriteQuorum, b.WriteQuorum) && a.MinDurability == b.MinDurability &&
 		slices.Equal(a.Followers, b.Followers)
 }
 

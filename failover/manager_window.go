@@ -86,8 +86,8 @@ func (m *Manager) admit(now time.Duration) {
 // windowFull refuses an operator request while every slot is taken.
 func (m *Manager) windowFull() error {
 	if m.ops >= m.cfg.MaxInFlight {
-		return fmt.Errorf("%w: %d register operations in flight and %d waiting (MaxInFlight %d)",
-			ErrRefused, m.ops, len(m.waiting), m.cfg.MaxInFlight)
+		return fmt.Errorf("%w: %w: %d register operations in flight and %d waiting (MaxInFlight %d)",
+			ErrRefused, ErrBusy, m.ops, len(m.waiting), m.cfg.MaxInFlight)
 	}
 	return nil
 }

@@ -81,6 +81,8 @@ type LocalReplica struct {
 	WriteRegion bool // it believes it is the write region at Epoch
 	Fenced      bool
 	WriteQuorum []Region
+	// MinDurability is the replica's commit rule's (0: not reported).
+	MinDurability int
 	// Pending lists regions the write region counts in its commit rule
 	// ahead of the register (prepared grows; see Decide): its commit rule
 	// is the register's write quorum plus these.
@@ -119,7 +121,7 @@ func Reconcile(s State, local LocalReplica) ([]Action, error) {
 				}
 			}
 		}
-		if !equalRegions(local.WriteQuorum, rule.Members) {
+		if !equalRegions(local.WriteQuorum, rule.Members) || (local.MinDurability != 0 && local.MinDurability != rule.MinDurability) {
 			acts = append(acts, Action{Kind: ActSetWriteQuorum, Epoch: s.Epoch, WriteRegion: me, WriteQuorum: rule})
 		}
 		if s.Phase == PhaseSwitchover && !local.Fenced {

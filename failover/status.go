@@ -28,6 +28,8 @@ func StatusFromProgressInto(pr dataplane.Progress, self Region, buf []FollowerSt
 		WriteRegion: pr.Role != dataplane.RoleFollower && pr.WriteRegion == self,
 		Fenced:      pr.Role == dataplane.RolePaused,
 		WriteQuorum: pr.Quorum.Members,
+		// The commit rule's minimum durability, as the replica holds it.
+		MinDurability: pr.Quorum.MinDurability,
 	}
 	if st.WriteRegion {
 		if len(pr.Followers) > 0 {

@@ -191,12 +191,18 @@ func (cs *clusterState) checkFalseProgress() {
 func (cs *clusterState) check() {
 	fw, f := cs.fw, cs.fig
 	cs.checkFalseProgress()
+	cs.checkMinDurRules()
 	for k := range cs.actions {
 		a := &cs.actions[k]
 		if a.ended {
 			continue
 		}
-		what := map[int]string{caSwitchover: "switchover to " + string(a.target), caPause: "pause", caResume: "resume"}[a.kind]
+		what := map[int]string{caSwitchover: "switchover to " + string(a.target), caPause: "pause", caResume: "resume",
+			caMinDurability: fmt.Sprintf("minimum durability %d", a.min)}[a.kind]
+		if a.part < 0 {
+			cs.r.violation(ViolationLiveness, "operator action %d (%s at %v) never ended (%s)", k, what, a.at, a.state)
+			continue
+		}
 		d, _ := fw.explainPart(a.part)
 		cs.r.violation(ViolationLiveness, "partition %s: operator action %d (%s at %v) never ended (%s): %s",
 			fw.parts[a.part].name, k, what, a.at, a.state, d)

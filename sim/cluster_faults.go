@@ -3,9 +3,11 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/fmnode/fmnode/failover"
+	"github.com/fmnode/fmnode/internal/node"
 	"github.com/fmnode/fmnode/quorum"
 )
 
@@ -27,6 +29,7 @@ type clusterState struct {
 	// resumed.
 	pausedBy map[int]int
 	drain    *clusterDrain
+	md       *clusterMinDur
 	stopped  bool
 	// guards the checks count.
 	staleChecked, falseChecked int
@@ -47,6 +50,7 @@ const (
 	caSwitchover = iota + 1
 	caPause
 	caResume
+	caMinDurability
 )
 
 // clusterAction is one operator request on a partition and how it ended.
@@ -54,7 +58,10 @@ type clusterAction struct {
 	kind   int
 	part   int
 	target quorum.Region
-	at     time.Duration
+	// min is a minimum-durability change's value (part is -1: every
+	// partition).
+	min int
+	at  time.Duration
 	// state: "requested" until the register shows it began, then
 	// "started"; it ends "done", "aborted: reason", "refused: reason" or
 	// "overtaken: reason" (a failover moved the partition first).
@@ -81,6 +88,8 @@ const (
 	ceResume
 	ceDriverCrash
 	ceDriverRestart
+	ceMinDur
+	ceMinDurPoll
 )
 
 func newClusterState(r *foRun, seed uint64) *clusterState {
@@ -89,6 +98,7 @@ func newClusterState(r *foRun, seed uint64) *clusterState {
 	cs.mix = drawClusterMix(fw.e.cfg.Faults, cs.rng)
 	cs.fig = &ClusterFigures{NodesPerRegion: fw.spec.nodesPerRegion, MinDurability: fw.spec.minDurability, Mix: cs.mix.String()}
 	r.fig.Cluster = cs.fig
+	cs.startMinDur(seed)
 	return cs
 }
 
@@ -122,6 +132,9 @@ func (cs *clusterState) Fire(now time.Duration, arg uint64) {
 	case ceResume:
 		cs.resume(idx, 0)
 		return
+	case ceMinDurPoll:
+		cs.applyMinDur()
+		return
 	case ceDriverRestart:
 		cs.endOutage(idx)
 		if d := cs.drain; d != nil && !cs.stopped {
@@ -145,6 +158,9 @@ func (cs *clusterState) Fire(now time.Duration, arg uint64) {
 	case ceOp:
 		cs.operate()
 		cs.after(cs.gap(cs.mix.OpEvery), ceOp, 0)
+	case ceMinDur:
+		cs.changeMinDur()
+		cs.after(cs.minDurGap(), ceMinDur, 0)
 	case ceDriverCrash:
 		if d := cs.drain; d != nil && len(d.drivers) > 0 {
 			n := d.drivers[cs.rng.IntN(len(d.drivers))]
@@ -294,7 +310,8 @@ func (cs *clusterState) switchover() {
 }
 
 // pause pauses a random partition's automatic failover and schedules its
-// resume.
+// resume. The node answers as the admin API does: refused at once, or
+// later with how the request's register write ended (node.RequestDone).
 func (cs *clusterState) pause() {
 	fw := cs.fw
 	i := cs.rng.IntN(len(fw.parts))
@@ -310,7 +327,7 @@ func (cs *clusterState) pause() {
 		return
 	}
 	cs.actions[k].node = n.idx
-	if err := n.node.SetPaused(n.local(), fw.parts[i].id, true, fmt.Sprintf("cluster action %d", k)); err != nil {
+	if err := n.node.SetPaused(n.local(), fw.parts[i].id, true, fmt.Sprintf("cluster action %d", k), func(o node.RequestOutcome) { cs.requestDone(k, o) }); err != nil {
 		cs.refused(k, err)
 		n.pump()
 		return
@@ -320,36 +337,63 @@ func (cs *clusterState) pause() {
 	cs.after(time.Duration(uniform(cs.rng, int64(2*time.Second), int64(20*time.Second))), ceResume, i)
 }
 
-// clusterResumeTries bounds an operator's retries of a refused resume
-// (a proposal in flight), one a second.
+// requestDone ends pause or resume action k with the node's answer.
+func (cs *clusterState) requestDone(k int, o node.RequestOutcome) {
+	a := &cs.actions[k]
+	if a.ended {
+		return
+	}
+	switch {
+	case o.Err != nil:
+		a.state = "aborted: " + o.Err.Error()
+	case o.Already:
+		a.state = fmt.Sprintf("done: already so at register version %d", o.Version)
+	default:
+		a.state = fmt.Sprintf("done: committed at register version %d", o.Version)
+	}
+	a.ended = true
+	if a.kind == caResume && o.Err == nil {
+		delete(cs.pausedBy, a.part)
+	}
+}
+
+// clusterResumeTries bounds an operator's retries of a refused or
+// not applied resume, one a second.
 const clusterResumeTries = 120
 
-// resume resumes partition i (the operator retries a refusal).
+// resume resumes partition i. The operator retries a refusal and a
+// resume whose register write was lost; the partition counts as paused
+// (pausedBy) until a resume is done.
 func (cs *clusterState) resume(i, try int) {
 	fw := cs.fw
 	if _, ok := cs.pausedBy[i]; !ok {
 		return
 	}
-	n := fw.liveHost(i)
-	var err error
-	if n == nil {
-		err = fmt.Errorf("no live node hosts it")
-	} else {
-		err = n.node.SetPaused(n.local(), fw.parts[i].id, false, "cluster resume")
-		n.pump()
-	}
-	if err != nil {
+	retry := func() {
 		if try < clusterResumeTries {
 			fw.e.w.Sched.After(time.Second, NoNode, clusterRetry{cs, i, try + 1}, 0)
 		}
+	}
+	n := fw.liveHost(i)
+	if n == nil {
+		retry()
 		return
 	}
-	by := cs.pausedBy[i]
-	delete(cs.pausedBy, i)
-	if by < 0 || !fw.reg[i].state.Paused {
-		return // a re-ask, or the pause never took: nothing to follow
-	}
 	k := cs.act(clusterAction{kind: caResume, part: i, at: fw.now(), state: "requested", node: n.idx})
+	err := n.node.SetPaused(n.local(), fw.parts[i].id, false, "cluster resume", func(o node.RequestOutcome) {
+		cs.requestDone(k, o)
+		if o.Err != nil {
+			retry()
+		}
+	})
+	n.pump()
+	if err != nil {
+		// Refused before anything was written (a proposal in flight):
+		// not an action to follow, asked again.
+		cs.actions = slices.Delete(cs.actions, k, k+1)
+		retry()
+		return
+	}
 	cs.fig.Resumes++
 	fw.ct.fault(fw.now(), "operator: resume %s (action %d)", fw.parts[i].name, k)
 }
@@ -467,6 +511,15 @@ func (cs *clusterState) cleanUp() {
 			cs.r.violation(ViolationLiveness, "never-promote not cleared %v after the heal", clusterSettle)
 		}
 	}
+	if md := cs.md; md.k >= 0 && !cs.actions[md.k].ended {
+		if !md.polling {
+			cs.applyMinDur()
+		}
+		if !fw.runUntil(deadline, func() bool { return cs.actions[md.k].ended }) {
+			cs.r.violation(ViolationLiveness, "minimum durability %d not in every register %v after the heal: %s", md.want, clusterSettle,
+				fw.unconverged(func(i int) bool { return fw.reg[i].state.WriteQuorum.MinDurability != md.want }))
+		}
+	}
 	for i := range cs.pausedBy {
 		cs.resume(i, 0)
 	}
@@ -496,6 +549,7 @@ func (cs *clusterState) cleanUp() {
 // transitions, and checks each transition against the epochs.
 func (cs *clusterState) learn(i int, old, s failover.State, at time.Duration) {
 	fw := cs.fw
+	cs.checkMinDurValue(i, s)
 	fresh := newTransitions(old.History, s.History)
 	prev := failover.Epoch(0)
 	if len(old.History) > 0 {
@@ -572,30 +626,21 @@ func newTransitions(old, cur []failover.Transition) []failover.Transition {
 	return nil
 }
 
-// casLost ends the operator's request whose register write lost (a
-// conflict, or a proposer that gave up): aborted, with the outcome as the
-// reason.
+// casLost ends the operator's switchover whose start's register write
+// lost (a conflict, or a proposer that gave up): aborted, with the
+// outcome as the reason. (Pauses and resumes hear their end from the
+// node: node.RequestDone.)
 func (cs *clusterState) casLost(i int, prop failover.Proposal, out fmt.Stringer) {
-	kind := 0
-	switch prop.Kind {
-	case failover.DecideStartSwitchover:
-		kind = caSwitchover
-	case failover.DecidePause:
-		kind = caPause
-	case failover.DecideResume:
-		kind = caResume
-	default:
+	if prop.Kind != failover.DecideStartSwitchover {
 		return
 	}
 	for k := range cs.actions {
 		a := &cs.actions[k]
-		if a.ended || a.part != i || a.kind != kind || a.state != "requested" || (kind == caSwitchover && prop.Target != a.target) {
+		if a.ended || a.part != i || a.kind != caSwitchover || a.state != "requested" || prop.Target != a.target {
 			continue
 		}
 		a.state, a.ended = fmt.Sprintf("aborted: its register write %v", out), true
-		if kind == caSwitchover {
-			cs.fig.AbortedSwitchovers++
-		}
+		cs.fig.AbortedSwitchovers++
 		return
 	}
 }

@@ -181,6 +181,13 @@ type ClusterFigures struct {
 	Drains              int `json:"drains"`
 	DrainsDone          int `json:"drains_done"`
 	DrainDriverRestarts int `json:"drain_driver_restarts"`
+	// MinDurabilityChanges counts the operator's changes of minimum
+	// durability, MinDurabilityDone those every register took, and
+	// MinDurabilityRefused the partitions the guard refused (per ask:
+	// fewer write-quorum members than asked).
+	MinDurabilityChanges int `json:"min_durability_changes"`
+	MinDurabilityDone    int `json:"min_durability_done"`
+	MinDurabilityRefused int `json:"min_durability_refused"`
 	// Failovers counts write-region moves by automatic failover.
 	Failovers uint64 `json:"failovers"`
 	// RegisterConflictRate is NAKed rounds over all rounds of the nodes'
@@ -210,6 +217,7 @@ func (f *ClusterFigures) table() string {
 	fmt.Fprintf(&b, "%-34s %d switchovers (%d done, %d aborted, %d refused, %d overtaken), %d pauses, %d resumes, %d drains (%d done, %d driver restarts)\n",
 		"operator actions", f.Switchovers, f.SwitchoversDone, f.AbortedSwitchovers, f.SwitchoversRefused, f.SwitchoversOvertook,
 		f.Pauses, f.Resumes, f.Drains, f.DrainsDone, f.DrainDriverRestarts)
+	fmt.Fprintf(&b, "%-34s %d changes (%d done), %d refusals by the guard\n", "minimum durability", f.MinDurabilityChanges, f.MinDurabilityDone, f.MinDurabilityRefused)
 	fmt.Fprintf(&b, "%-34s conflict rate %.4f over %d rounds; %d stale-epoch messages fenced; %d session, %d eventual reads; %d false-progress ops in conflicts; %d stuck\n",
 		"checks", f.RegisterConflictRate, f.RegisterRounds, f.StaleRejected, f.SessionReads, f.EventualReads, f.FalseProgressChecked, f.StuckPartitions)
 	for _, l := range f.Trace {

@@ -33,6 +33,11 @@ func TestClusterSwarmSeedPassesAndReplays(t *testing.T) {
 	for _, g := range []string{"strong_commit_member_missing", "lease_gate_ack", "replica_stale_epoch", "candidate_not_in_write_quorum", "proposer_nak"} {
 		assert.Positive(t, a.GuardsFired[g], "guard %s fired in seed 2 (%v)", g, a.GuardsFired)
 	}
+	// The operator changed minimum durability, and the guard refused a
+	// raise above a shrunk write quorum until it grew back.
+	assert.Positive(t, f.MinDurabilityChanges)
+	assert.Positive(t, f.MinDurabilityDone)
+	assert.Positive(t, f.MinDurabilityRefused)
 	b, err := Run(cfg)
 	require.NoError(t, err)
 	assert.Equal(t, a.TraceHash, b.TraceHash, "same seed, same run")
@@ -53,4 +58,24 @@ func TestClusterFailureCarriesTheTrace(t *testing.T) {
 	require.NotEmpty(t, f.Trace, "%v", res.Violations)
 	assert.Contains(t, f.Trace[0], "last events of p/")
 	assert.Contains(t, res.Replay, "--scenario cluster --seed 2 --faults none")
+}
+
+// TestClusterOperatorPauseLostWriteEnds: swarm seeds whose operator pause
+// was accepted but never in the register and never reported lost (122:
+// a resume's register write failed, the operator believed it resumed,
+// and its next pause of the still-paused partition wrote nothing and
+// never ended; 49, 154, 159, 187, 223 alike). Every pause and resume now
+// ends with the node's answer (node.RequestDone).
+func TestClusterOperatorPauseLostWriteEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster seeds take seconds")
+	}
+	for _, seed := range []uint64{122, 49} {
+		res, err := Run(Config{Scenario: "cluster", Seed: seed, Faults: FaultsSwarm})
+		require.NoError(t, err)
+		require.False(t, res.Failed(), "seed %d: %v", seed, res.Violations)
+		f := res.ScenarioFigures.Cluster
+		assert.Positive(t, f.Pauses, "seed %d paused", seed)
+		assert.Zero(t, f.StuckPartitions, "seed %d", seed)
+	}
 }

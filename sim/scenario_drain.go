@@ -96,10 +96,14 @@ type foDrainState struct {
 	running       int
 	ungraceful    int
 	firstUngraced string
-	// lastStart is each partition's latest switchover start seen (register
-	// time); starts holds them all.
-	lastStart []time.Duration
-	starts    []time.Duration
+	// counted are each partition's switchover starts already counted in
+	// starts, by their register time: a learn replays the whole history,
+	// which keeps earlier starts next to the new one (comparing with the
+	// latest start only counted an earlier one again once a partition
+	// had started twice: graceful-drain swarm seed 8's start 50 ms before
+	// the rate allowed was one start counted twice).
+	counted []map[time.Duration]bool
+	starts  []time.Duration
 }
 
 // drainDriver is the node that runs the drain: another region's.
@@ -118,13 +122,16 @@ func (s drainScenario) inject(r *foRun) {
 	r.fig.Drain.Partitions = fw.m.startOutage(fw, r.down, fw.now())
 	r.down = make([]bool, len(fw.nodes)) // nothing is down: no re-sync to count
 	st.inSwitch = make([]bool, len(fw.parts))
-	st.lastStart = make([]time.Duration, len(fw.parts))
+	st.counted = make([]map[time.Duration]bool, len(fw.parts))
 	fw.onLearn = func(i int, old, sv failover.State, at time.Duration) {
 		in := sv.Phase == failover.PhaseSwitchover && sv.WriteRegion == drained
 		if in {
 			for _, t := range sv.History {
-				if t.Kind == failover.DecideStartSwitchover && t.From == drained && t.At >= st.from && t.At != st.lastStart[i] {
-					st.lastStart[i] = t.At
+				if t.Kind == failover.DecideStartSwitchover && t.From == drained && t.At >= st.from && !st.counted[i][t.At] {
+					if st.counted[i] == nil {
+						st.counted[i] = map[time.Duration]bool{}
+					}
+					st.counted[i][t.At] = true
 					st.starts = append(st.starts, t.At)
 				}
 			}

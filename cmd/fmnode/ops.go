@@ -591,7 +591,10 @@ func pauseCmd(ctx context.Context, name string, paused bool, args []string, stdo
 	}
 	what := fmt.Sprintf("automatic failover of every partition on every agent (cluster spec version %d, kept across restarts)", pr.SpecVersion)
 	if req.Partition != 0 {
-		what = fmt.Sprintf("automatic failover of partition %d (proposed to its register)", req.Partition)
+		what = fmt.Sprintf("automatic failover of partition %d (committed to its register, version %d)", req.Partition, pr.Version)
+		if pr.Already {
+			what = fmt.Sprintf("automatic failover of partition %d (already so in its register, version %d)", req.Partition, pr.Version)
+		}
 	}
 	fmt.Fprintf(stdout, "%s: %s\n", map[bool]string{true: "paused", false: "resumed"}[paused], what)
 	tw := o.table()

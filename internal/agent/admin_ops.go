@@ -41,6 +41,12 @@ const (
 	CodeNotReady   = "not_ready"
 	CodeBadRequest = "bad_request"
 	CodeForwarding = "forward_failed"
+	// CodeNotApplied: the request was accepted but its register write
+	// was lost (node.ErrNotApplied); the register is as it was.
+	CodeNotApplied = "not_applied"
+	// CodeUnknownOutcome: the agent stopped waiting before the request's
+	// register write ended; it may still take effect.
+	CodeUnknownOutcome = "outcome_unknown"
 )
 
 const (
@@ -663,7 +669,53 @@ func (a *Agent) partitionAction(w http.ResponseWriter, r *http.Request, body []b
 		writeJSON(w, http.StatusConflict, RefusedBody{Error: refused.Error(), Code: CodeRefused, Reasons: []string{refused.Error()}, Explain: explain})
 	default:
 		w.Header().Set("Fm-Served-By", h.self.Name)
+		if pr, ok := res.(*pendingRequest); ok {
+			a.finishRequest(w, r, id, pr)
+			return
+		}
 		writeJSON(w, http.StatusAccepted, res)
+	}
+}
+
+// pendingRequest is an operator request whose register write the node
+// follows (node.RequestDone): the answer waits for its end.
+type pendingRequest struct {
+	ended chan node.RequestOutcome
+	// answer builds the response body from the outcome.
+	answer func(node.RequestOutcome) any
+}
+
+func newPendingRequest(answer func(node.RequestOutcome) any) *pendingRequest {
+	return &pendingRequest{ended: make(chan node.RequestOutcome, 1), answer: answer}
+}
+
+// done is the node's RequestDone; it runs on the node's loop and never
+// blocks it (the channel holds the one outcome).
+func (pr *pendingRequest) done(o node.RequestOutcome) {
+	select {
+	case pr.ended <- o:
+	default:
+	}
+}
+
+// finishRequest answers once the request's register write ended: 200
+// with the version that holds it, 409 not_applied with the reason, or
+// 504 outcome_unknown when the wait (opTimeout, or the caller's context)
+// ends first.
+func (a *Agent) finishRequest(w http.ResponseWriter, r *http.Request, id partition.ID, pr *pendingRequest) {
+	ctx, cancel := context.WithTimeout(r.Context(), opTimeout)
+	defer cancel()
+	select {
+	case o := <-pr.ended:
+		if o.Err != nil {
+			a.log.Warn("operator request not applied", "path", r.URL.Path, "partition", id, "tries", o.Tries, "why", o.Err)
+			writeJSON(w, http.StatusConflict, RefusedBody{Error: o.Err.Error(), Code: CodeNotApplied, Reasons: []string{o.Err.Error()}})
+			return
+		}
+		writeJSON(w, http.StatusOK, pr.answer(o))
+	case <-ctx.Done():
+		writeError(w, http.StatusGatewayTimeout, CodeUnknownOutcome, fmt.Sprintf(
+			"agent: partition %d's register write did not end within %v (%v): it may still take effect; check the partition", id, opTimeout, ctx.Err()))
 	}
 }
 
@@ -711,11 +763,15 @@ func (a *Agent) servePause(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Partition != 0 {
 		a.partitionAction(w, r, body, req.Partition, func(h *host, now time.Duration, n *node.Node, _ failover.State, _ uint64) (any, error) {
-			if err := n.SetPaused(now, partition.ID(req.Partition), req.Paused, reason); err != nil {
+			pr := newPendingRequest(func(o node.RequestOutcome) any {
+				return PauseResponse{Partition: req.Partition, Paused: req.Paused, Version: o.Version, Already: o.Already,
+					Agents: []AgentAnswer{{Node: h.self.Name, OK: true}}}
+			})
+			if err := n.SetPaused(now, partition.ID(req.Partition), req.Paused, reason, pr.done); err != nil {
 				return nil, err
 			}
 			a.log.Info("operator pause", "partition", req.Partition, "paused", req.Paused, "reason", reason)
-			return PauseResponse{Partition: req.Partition, Paused: req.Paused, Agents: []AgentAnswer{{Node: h.self.Name, OK: true}}}, nil
+			return pr, nil
 		})
 		return
 	}

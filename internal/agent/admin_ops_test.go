@@ -208,9 +208,20 @@ func TestAdminOperations(t *testing.T) {
 
 	t.Run("pause and resume", func(t *testing.T) {
 		var pr PauseResponse
-		require.Equal(t, http.StatusAccepted, adminCall(t, "POST", api(1)+PathPause, tok, PauseRequest{Partition: 2, Paused: true, Reason: "maintenance"}, &pr))
+		// The answer waits for the register write: 200 with the version
+		// that holds the pause (before, 202 at the proposal, which a lost
+		// write left untrue).
+		require.Equal(t, http.StatusOK, adminCall(t, "POST", api(1)+PathPause, tok, PauseRequest{Partition: 2, Paused: true, Reason: "maintenance"}, &pr))
+		require.True(t, pr.Paused)
+		require.Positive(t, pr.Version)
+		require.False(t, pr.Already)
 		require.Eventually(t, func() bool { d := show(2, "2"); return d.Paused && d.PauseReason == "maintenance" }, 10*time.Second, 50*time.Millisecond)
-		require.Equal(t, http.StatusAccepted, adminCall(t, "POST", api(1)+PathPause, tok, PauseRequest{Partition: 2, Paused: false}, &pr))
+		again := PauseResponse{}
+		require.Equal(t, http.StatusOK, adminCall(t, "POST", api(1)+PathPause, tok, PauseRequest{Partition: 2, Paused: true, Reason: "maintenance"}, &again))
+		require.True(t, again.Already, "a second pause writes nothing")
+		require.GreaterOrEqual(t, again.Version, pr.Version)
+		require.Equal(t, http.StatusOK, adminCall(t, "POST", api(1)+PathPause, tok, PauseRequest{Partition: 2, Paused: false}, &pr))
+		require.Positive(t, pr.Version)
 		require.Eventually(t, func() bool { return !show(2, "2").Paused }, 10*time.Second, 50*time.Millisecond)
 
 		require.Equal(t, http.StatusOK, adminCall(t, "POST", api(0)+PathPause, tok, PauseRequest{Paused: true, Reason: "global test"}, &pr))

@@ -284,8 +284,12 @@ type PauseResponse struct {
 	Paused    bool   `json:"paused"`
 	// SpecVersion is the cluster spec version that records a global
 	// pause (0 for one partition's, which its register records).
-	SpecVersion uint64        `json:"spec_version,omitempty"`
-	Agents      []AgentAnswer `json:"agents"`
+	SpecVersion uint64 `json:"spec_version,omitempty"`
+	// Version is the register version that holds one partition's pause
+	// (committed, or already so: Already).
+	Version uint64        `json:"version,omitempty"`
+	Already bool          `json:"already,omitempty"`
+	Agents  []AgentAnswer `json:"agents"`
 }
 
 // DrainRequest is POST /v1/admin/drain: start (or resume) the drain of

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,29 @@ func TestConfigSetReachesEveryAgent(t *testing.T) {
 			return len(st.Partitions) == 4
 		}, 15*time.Second, 50*time.Millisecond, "%s: the registers never took never_promote=west", ta.cfg.Name)
 	}
+
+	// min_durability too (it was refused as not live before): each write
+	// region's node proposes it under the core's guard.
+	want := 1
+	if sr.Spec.MinDurability == 1 {
+		want = 2
+	}
+	require.Equal(t, http.StatusOK, put(t, url, SetRequest{Key: "min_durability", Value: strconv.Itoa(want)}, &sr))
+	require.Eventually(t, func() bool {
+		for p := 1; p <= 4; p++ {
+			resp, err := http.Get("http://" + as[0].cfg.Bind.APIAddr + PathPartition + "?id=" + strconv.Itoa(p))
+			if err != nil {
+				return false
+			}
+			var d PartitionDetail
+			err = json.NewDecoder(resp.Body).Decode(&d)
+			resp.Body.Close()
+			if err != nil || d.MinDurability != want {
+				return false
+			}
+		}
+		return true
+	}, 15*time.Second, 50*time.Millisecond, "the registers never took min_durability=%d", want)
 }
 
 func status(t *testing.T, ta *tagent) NodeStatus {

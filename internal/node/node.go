@@ -59,6 +59,9 @@ type Node struct {
 	// Register operations at the proposer, by request id.
 	ops     map[caspaxos.RequestID]regOp
 	nextReq caspaxos.RequestID
+	// reqs are the operator requests whose register writes are in
+	// flight, by partition (requests.go).
+	reqs map[partition.ID]*opRequest
 
 	// pending is what the next Ready hands out.
 	pending Ready
@@ -146,7 +149,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, obs: cfg.Observer, ops: make(map[caspaxos.RequestID]regOp)}
+	n := &Node{cfg: cfg, obs: cfg.Observer, ops: make(map[caspaxos.RequestID]regOp), reqs: map[partition.ID]*opRequest{}}
 	if n.obs == nil {
 		n.obs = NopObserver{}
 	}

@@ -137,6 +137,7 @@ func (n *Node) submit(p *part, op regOp, ch caspaxos.Change) {
 		if op.kind == OpCAS {
 			n.obs.CASDone(p.id, op.prop, CASFailed, 0)
 			n.mgr.CASDone(n.now, p.name, false, err)
+			n.requestCASDone(p, op.prop, CASFailed, err)
 		} else {
 			n.mgr.ReadDone(n.now, p.name, err)
 		}
@@ -162,18 +163,22 @@ func (n *Node) opDone(res *caspaxos.Result) {
 	if errors.As(res.Err, &vm) {
 		cur, committed = vm.Current, true
 	}
+	var out CASOutcome
 	if op.kind == OpCAS {
 		switch {
 		case res.Err == nil:
-			n.obs.CASDone(p.id, op.prop, CASCommitted, n.now-op.at)
-			n.mgr.CASDone(n.now, p.name, true, nil)
+			out = CASCommitted
 		case vm != nil:
-			n.obs.CASDone(p.id, op.prop, CASConflict, n.now-op.at)
-			n.mgr.CASDone(n.now, p.name, false, nil)
+			out = CASConflict
 		default:
-			n.obs.CASDone(p.id, op.prop, CASFailed, n.now-op.at)
-			n.mgr.CASDone(n.now, p.name, false, res.Err)
+			out = CASFailed
 		}
+		var cause error
+		if out == CASFailed {
+			cause = res.Err
+		}
+		n.obs.CASDone(p.id, op.prop, out, n.now-op.at)
+		n.mgr.CASDone(n.now, p.name, out == CASCommitted, cause)
 		n.fed = true
 	}
 	if committed && cur.Exists() {
@@ -189,6 +194,11 @@ func (n *Node) opDone(res *caspaxos.Result) {
 	if op.kind == OpRead {
 		n.mgr.ReadDone(n.now, p.name, res.Err)
 		n.fed = true
+	}
+	if op.kind == OpCAS {
+		// After the value that won is fed: a lost operator request is
+		// tried again against it.
+		n.requestCASDone(p, op.prop, out, res.Err)
 	}
 }
 

@@ -192,17 +192,6 @@ func (n *Node) StopDrain(r partition.Region) {
 	n.fed = true
 }
 
-// SetPaused pauses or resumes automatic failover of partition id.
-func (n *Node) SetPaused(now time.Duration, id partition.ID, paused bool, reason string) error {
-	n.now = now
-	p, err := n.hosted(id, "pause of")
-	if err != nil {
-		return err
-	}
-	n.fed = true
-	return n.mgr.SetPaused(now, p.name, paused, reason)
-}
-
 // SetNeverPromote proposes partition id's new never-promote regions (the
 // cluster spec's policy); nothing when they are already so.
 func (n *Node) SetNeverPromote(now time.Duration, id partition.ID, regions []partition.Region, reason string) error {
@@ -242,6 +231,41 @@ func (n *Node) ApplyNeverPromote(now time.Duration, want []partition.Region, rea
 	}
 	n.fed = true
 	return proposed, pending, nil
+}
+
+// ApplyMinDurability brings every partition this node is the write
+// region of to minimum durability want (the cluster spec's
+// min_durability; one proposer per partition, the others learn the new
+// value), under the core's guard (failover.RequestMinDurability): a
+// partition whose write quorum has fewer members than want is refused,
+// counted in refused with the first reason in why, and asked again at the
+// next call. A partition with a proposal in flight or a full window is
+// pending.
+func (n *Node) ApplyMinDurability(now time.Duration, want int, reason string) (proposed, pending, refused int, why error) {
+	n.now = now
+	for _, id := range n.host.Partitions() {
+		p, err := n.hosted(id, "minimum durability of")
+		if err != nil {
+			continue
+		}
+		s, _, ok := n.mgr.State(p.name)
+		if !ok || s.WriteRegion != n.cfg.Region || s.WriteQuorum.MinDurability == want {
+			continue
+		}
+		switch err := n.mgr.SetMinDurability(now, p.name, want, reason); {
+		case err == nil:
+			proposed++
+		case errors.Is(err, failover.ErrBusy):
+			pending++
+		default:
+			refused++
+			if why == nil {
+				why = fmt.Errorf("node %d: minimum durability of partition %d: %w", n.cfg.ID, id, err)
+			}
+		}
+	}
+	n.fed = true
+	return proposed, pending, refused, why
 }
 
 // SetBlastRadius changes how many failovers may be in flight into one
