@@ -65,13 +65,16 @@ type foClient struct {
 	value    string
 	hi       int // history index
 	// delivered: some attempt reached a live replica, so a write may have
-	// taken effect even without a reply.
-	delivered bool
-	resolving bool
-	reply     partition.Reply
-	arriveAt  int32 // the node the current attempt goes to
-	sentEpoch uint64
-	maxEpoch  uint64 // the newest epoch the client sent with (never goes back)
+	// taken effect even without a reply. mayHaveApplied: the last
+	// attempt of a write reached a live replica and timed out, so the
+	// next attempt is a new write (see retryAsNewWrite).
+	delivered      bool
+	mayHaveApplied bool
+	resolving      bool
+	reply          partition.Reply
+	arriveAt       int32 // the node the current attempt goes to
+	sentEpoch      uint64
+	maxEpoch       uint64 // the newest epoch the client sent with (never goes back)
 
 	// probe: write without think time until a write lands in an epoch
 	// newer than probeEpoch (after an outage), until probeUntil.
@@ -224,6 +227,7 @@ func (h foClients) Fire(now time.Duration, arg uint64) {
 		fw.trace(c, foTraceEv{kind: trTimeout})
 		fw.m.attemptReach(fw, c)
 		fw.noteClientError(c, c.sentRegion)
+		c.mayHaveApplied = c.write && c.delivered
 		fw.clientReport(c, errAttemptTimeout)
 	case foCRefused:
 		fw.trace(c, foTraceEv{kind: trRefused})
@@ -252,7 +256,7 @@ func (fw *foWorld) clientStart(c *foClient) {
 		return
 	}
 	c.seq++
-	c.active, c.delivered, c.resolving = true, false, false
+	c.active, c.delivered, c.resolving, c.mayHaveApplied = true, false, false, false
 	c.write = c.probe || fw.rng.Float64() >= fw.spec.readFraction
 	kind := opRead
 	req := routing.Request{Consistency: routing.ConsistencyStrong}
@@ -303,6 +307,7 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 			fw.clientStep(c, c.op.Unsent(foTime(fw.now()), fmt.Errorf("sim: unknown region %q", d.Region)))
 			return
 		}
+		fw.retryAsNewWrite(c, fw.now())
 		if d.Entry.Epoch < c.maxEpoch {
 			fw.e.viol.add(fw.now(), ViolationInvariant, "client %d of %s went back from epoch %d to %d",
 				c.idx, fw.parts[c.part].name, c.maxEpoch, d.Entry.Epoch)
@@ -335,6 +340,35 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 	case routing.ActDone:
 		fw.clientEnd(c, d.Err)
 	}
+}
+
+// retryAsNewWrite makes the attempt about to be sent, after an attempt of
+// the same write that reached a replica and timed out, a new write with a
+// new value: the client models an application that retries a write of
+// unknown outcome at once, through the same routing operation. The timed
+// out attempt may have committed, and resending its value would commit
+// it a second time, after writes acknowledged in between: no single write
+// explains that, so porcupine found it illegal (swarm seeds 146, 167 and
+// 205 of the cluster sweep), a fault of the checker's history, not of the
+// cores. The runtime client (txtdns/kv) never resends such a write; the
+// simulated one keeps the routing operation going (its probes, breakers
+// and gray-failure reports depend on it) but records each possibly
+// applied attempt as its own write of unknown outcome.
+func (fw *foWorld) retryAsNewWrite(c *foClient, now time.Duration) {
+	if !c.mayHaveApplied || !c.write || c.hi < 0 {
+		return
+	}
+	fw.e.hist.Return(c.hi, regOutput{Status: statusUnknown}, now)
+	fw.e.ops.Unknown++
+	if fw.ct != nil {
+		fw.ct.part(c.part, ctEvent{at: now, kind: ctClient, a: uint64(c.idx), b: c.sentEpoch,
+			s: "unknown: attempt timed out, retried as a new write", t: "write " + c.value})
+	}
+	c.seq++
+	c.value = fmt.Sprintf("%d.%d", c.idx, c.seq)
+	c.hi = fw.e.hist.Call(c.hclient, regInput{Kind: opCAS, Key: c.keyStr, Data: c.value}, now)
+	fw.e.ops.Issued++
+	c.delivered, c.mayHaveApplied = false, false
 }
 
 func (fw *foWorld) clientArrive(c *foClient) {

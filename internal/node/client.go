@@ -34,6 +34,12 @@ func ClassifyReply(r partition.Reply, write bool) ReplyClass {
 		return ReplyOK
 	case errors.As(r.Err, &rd):
 		return ReplyRedirect
+	case write && errors.Is(r.Err, partition.ErrUnknownOutcome):
+		// Before the retryable causes: a write whose ack was withheld
+		// because the lease lapsed is ErrLeaseExpired wrapping an unknown
+		// outcome (it was assigned an LSN and is durable: it commits if
+		// the lease comes back), and a retry would apply it twice.
+		return ReplyUnknown
 	case !write || errors.Is(r.Err, partition.ErrBackpressure) || errors.Is(r.Err, partition.ErrLeaseExpired) ||
 		errors.Is(r.Err, partition.ErrNotReady):
 		return ReplyRetry
