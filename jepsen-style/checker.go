@@ -56,13 +56,13 @@ func (v *verdict) failed() bool {
 		v.SessionViolations > 0 || v.StalenessViol > 0 || !v.Converged || len(v.Violations) > 0
 }
 
-// writes indexes the puts by their unique value.
+// writes indexes the puts and CASes by their unique value.
 type writes map[string]histOp
 
 func indexWrites(ops []histOp) writes {
 	w := writes{}
 	for _, op := range ops {
-		if op.Kind == kindPut {
+		if op.isWrite() {
 			w[op.Value] = op
 		}
 	}
@@ -137,10 +137,10 @@ func checkLostWrites(ops []histOp, final map[string]histOp, keys []string, v *ve
 			}
 		}
 		for _, op := range ops {
-			if op.Kind == kindPut && op.Key == key && op.Result == resOK && w.before(got, op.Value) {
+			if op.isWrite() && op.Key == key && op.Result == resOK && w.before(got, op.Value) {
 				v.LostAckedWrites++
-				v.violate("acknowledged put %s=%s (client %d, done at %v) lost: the read-back after the heal is %q",
-					key, op.Value, op.Client, time.Duration(op.Complete), got)
+				v.violate("acknowledged %s %s=%s (client %d, done at %v) lost: the read-back after the heal is %q",
+					op.Kind, key, op.Value, op.Client, time.Duration(op.Complete), got)
 			}
 		}
 	}
@@ -168,7 +168,7 @@ func checkSessions(ops []histOp, v *verdict) {
 			got = op.Value
 		}
 		switch op.Kind {
-		case kindPut:
+		case kindPut, kindCAS:
 			floor[k] = op.Value
 		case kindSession:
 			if f, ok := floor[k]; ok && w.before(got, f) {
@@ -193,7 +193,7 @@ func checkStaleness(ops []histOp, bound time.Duration, v *verdict) {
 	w := indexWrites(ops)
 	byKey := map[string][]histOp{}
 	for _, op := range ops {
-		if op.Kind == kindPut && op.Result == resOK {
+		if op.isWrite() && op.Result == resOK {
 			byKey[op.Key] = append(byKey[op.Key], op)
 		}
 	}
@@ -308,13 +308,13 @@ func checkStores(c *cluster, tmp string, ops []histOp, v *verdict) {
 	hp, err := routing.NewOneBasedHashPartitioner(uint32(c.cfg.Partitions))
 	if err == nil {
 		for _, op := range ops {
-			if op.Kind != kindPut || op.Result != resOK || stored[[2]string{op.Key, op.Value}] ||
+			if !op.isWrite() || op.Result != resOK || stored[[2]string{op.Key, op.Value}] ||
 				compacted[partition.ID(hp.Partition(op.Key))] {
 				continue
 			}
 			v.AckedNotStored++
 			if v.AckedNotStored <= 5 {
-				v.violate("acknowledged put %s=%s (client %d) is in no agent's store", op.Key, op.Value, op.Client)
+				v.violate("acknowledged %s %s=%s (client %d) is in no agent's store", op.Kind, op.Key, op.Value, op.Client)
 			}
 		}
 	}

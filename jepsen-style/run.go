@@ -192,7 +192,7 @@ func runOnce(ctx context.Context, cfg runConfig) (res runResult) {
 		switch op.Result {
 		case resOK:
 			res.OK++
-		case resFail:
+		case resFail, resCondFailed:
 			res.Failed++
 		case resUnknown:
 			res.Unknown++
