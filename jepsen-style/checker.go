@@ -33,7 +33,12 @@ type verdict struct {
 	// acknowledged, then gone from every disk.
 	AckedNotStored int `json:"acked_not_stored"`
 	StoresRead     int `json:"stores_read"`
-	LogOpsRead     int `json:"log_ops_read"`
+	// AcceptorStops counts system-register acceptors that stopped on a
+	// store failure (agents' logs); AcceptorRanOn those whose agent did
+	// not then stop (checkFailStop).
+	AcceptorStops int `json:"acceptor_stops"`
+	AcceptorRanOn int `json:"acceptor_ran_on"`
+	LogOpsRead    int `json:"log_ops_read"`
 	// MaxEpochs is the highest epoch in any store's log, per partition
 	// (epoch 1 is the initial write region: each step above is a
 	// failover or switchover the data plane recorded).
@@ -52,7 +57,7 @@ func (v *verdict) violate(format string, args ...any) {
 }
 
 func (v *verdict) failed() bool {
-	return v.Linearizable != "ok" || v.LostAckedWrites > 0 || v.AckedNotStored > 0 || v.DualWriters > 0 || v.EpochRegressions > 0 ||
+	return v.Linearizable != "ok" || v.LostAckedWrites > 0 || v.AckedNotStored > 0 || v.DualWriters > 0 || v.EpochRegressions > 0 || v.AcceptorRanOn > 0 ||
 		v.SessionViolations > 0 || v.StalenessViol > 0 || !v.Converged || len(v.Violations) > 0
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +132,24 @@ func TestScheduleIsSeeded(t *testing.T) {
 		}
 	}
 	assert.True(t, beyond)
+}
+
+func TestScanFailStop(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		log   string
+		stops int
+		ranOn []int
+	}{
+		{"no failure", "agent started\nserving\n", 0, nil},
+		{"stopped then failed", "agent started\nsysreg acceptor stopped\nagent failed\nagent started\n", 1, nil},
+		{"stopped and ran on until killed", "agent started\nsysreg acceptor stopped\nserving\nagent started\n", 1, []int{2}},
+		{"stopped and ran on to the end", "agent started\nx\nsysreg acceptor stopped\nsysreg acceptor stopped\n", 2, []int{3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stops, ranOn := scanFailStop(strings.NewReader(tc.log))
+			assert.Equal(t, tc.stops, stops)
+			assert.Equal(t, tc.ranOn, ranOn)
+		})
+	}
 }

@@ -211,6 +211,7 @@ func runOnce(ctx context.Context, cfg runConfig) (res runResult) {
 		checkStores(c, tmp, ops, v)
 		_ = os.RemoveAll(tmp)
 	}
+	checkFailStop(c, v)
 	for _, f := range nm.applied {
 		if f.Kind == fClockBeyond {
 			v.Unsafe = append(v.Unsafe, fmt.Sprintf("node %d's clock was %v off, beyond max_clock_drift %v: leases are not safe then", f.Nodes[0], f.Offset, prof.MaxClockDrift))
