@@ -137,6 +137,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.cfg.ClockOffset != 0 {
 		a.log.Warn("clock_offset is set: this node's clock is skewed on purpose (a test setting)", "clock_offset", a.cfg.ClockOffset)
 	}
+	if a.cfg.ClockRate != 0 && a.cfg.ClockRate != 1 {
+		a.log.Warn("clock_rate is set: this node's clock drifts on purpose (a test setting)", "clock_rate", a.cfg.ClockRate)
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
