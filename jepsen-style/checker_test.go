@@ -125,13 +125,24 @@ func TestScheduleIsSeeded(t *testing.T) {
 	}
 	cfg.ClockBeyond = true
 	var beyond bool
+	cuts := 0
 	for _, f := range schedule(cfg) {
-		if f.Kind == fClockBeyond {
+		switch f.Kind {
+		case fClockBeyond:
 			beyond = true
-			assert.Greater(t, f.Offset, cfg.Lease, "a beyond-bound skew")
+			drift := time.Duration(float64(cfg.Lease) * (1 - f.Rate))
+			assert.Greater(t, drift, cfg.Drift, "a drift over one lease beyond the bound")
+			assert.Greater(t, time.Duration(float64(cfg.Lease)/f.Rate), cfg.Lease+cfg.Drift+2*time.Second,
+				"the drifted lease outlives the takeover delay by a margin")
+		case fPartOne:
+			cuts++
+			assert.Equal(t, []int{1}, f.Groups[0], "the drifting node is the one cut off")
+		default:
+			t.Errorf("a beyond-the-bound run draws %s", f.Kind)
 		}
 	}
 	assert.True(t, beyond)
+	assert.GreaterOrEqual(t, cuts, 3)
 }
 
 func TestScanFailStop(t *testing.T) {

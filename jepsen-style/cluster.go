@@ -42,6 +42,7 @@ type clusterConfig struct {
 	Nodes      int // 3..30, round-robin over the three regions
 	Partitions int
 	Offsets    []time.Duration // clock_offset per node (index 0 = node 1), nil: none
+	Rates      []float64       // clock_rate per node, nil: real time
 	DiskNode   int             // the node whose data dir is a small tmpfs (0: none)
 	Log        *slog.Logger
 }
@@ -238,6 +239,9 @@ func (c *cluster) writeConfig(n *node) error {
 	fmt.Fprintf(&b, "source_ip: %s\n", n.bindIP)
 	if off := c.offset(n); off != 0 {
 		fmt.Fprintf(&b, "clock_offset: %s\n", off)
+	}
+	if n.i-1 < len(c.cfg.Rates) && c.cfg.Rates[n.i-1] != 0 {
+		fmt.Fprintf(&b, "clock_rate: %v\n", c.cfg.Rates[n.i-1])
 	}
 	var join []string
 	for _, m := range c.nodes {

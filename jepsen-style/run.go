@@ -214,7 +214,8 @@ func runOnce(ctx context.Context, cfg runConfig) (res runResult) {
 	checkFailStop(c, v)
 	for _, f := range nm.applied {
 		if f.Kind == fClockBeyond {
-			v.Unsafe = append(v.Unsafe, fmt.Sprintf("node %d's clock was %v off, beyond max_clock_drift %v: leases are not safe then", f.Nodes[0], f.Offset, prof.MaxClockDrift))
+			v.Unsafe = append(v.Unsafe, fmt.Sprintf("node %d's clock ran at rate %v, drifting %v over one lease of %v, beyond max_clock_drift %v: leases are not safe then",
+				f.Nodes[0], f.Rate, time.Duration(float64(prof.LeaseDuration)*(1-f.Rate)), prof.LeaseDuration, prof.MaxClockDrift))
 		}
 	}
 	res.Passed = !v.failed() && res.Error == "" && len(v.Unsafe) == 0
