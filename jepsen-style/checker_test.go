@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +164,22 @@ func TestScanFailStop(t *testing.T) {
 			assert.Equal(t, tc.ranOn, ranOn)
 		})
 	}
+}
+
+// TestFailingReadsTheCurrentIncarnation: the supervisor's restart after
+// a full disk acts on the current incarnation's failure only (seed 3012:
+// an agent still shutting down from its failure at the heal was never
+// restarted, and the run did not converge).
+func TestFailingReadsTheCurrentIncarnation(t *testing.T) {
+	dir := t.TempDir()
+	n := &node{logPath: dir + "/agent.log"}
+	c := &cluster{}
+	old := "agent started\nsysreg acceptor stopped\nagent failed\n"
+	assert.NoError(t, os.WriteFile(n.logPath, []byte(old), 0o644))
+	assert.True(t, c.failing(n))
+	n.logStart = int64(len(old))
+	assert.NoError(t, os.WriteFile(n.logPath, []byte(old+"agent started\nserving\n"), 0o644))
+	assert.False(t, c.failing(n), "an earlier incarnation's failure")
+	assert.NoError(t, os.WriteFile(n.logPath, []byte(old+"agent started\nagent failed\n"), 0o644))
+	assert.True(t, c.failing(n))
 }

@@ -64,7 +64,9 @@ type node struct {
 	mu      sync.Mutex
 	proc    *proc
 	stopped bool // SIGSTOPped
-	boots   int
+	// logStart is agent.log's size when the current incarnation started.
+	logStart int64
+	boots    int
 }
 
 type cluster struct {
@@ -267,6 +269,9 @@ func (c *cluster) start(n *node) error {
 	defer n.mu.Unlock()
 	if n.proc != nil && !n.proc.exited() {
 		return fmt.Errorf("%s: already running", n.name)
+	}
+	if fi, err := os.Stat(n.logPath); err == nil {
+		n.logStart = fi.Size()
 	}
 	p, err := startProc(n.name, c.cfg.Bin, []string{"agent", "--config", n.cfgPath}, c.env, n.logPath, agentLifetime)
 	if err != nil {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // Markers in an agent's log (its slog messages; the harness appends
@@ -70,4 +72,54 @@ func scanFailStop(r io.Reader) (stops int, ranOn []int) {
 	}
 	end()
 	return stops, ranOn
+}
+
+// failStopWait bounds how long a failing agent may take to exit: its
+// shutdown_timeout (5 s) and a margin for a loaded machine.
+const failStopWait = 15 * time.Second
+
+// restartFailed is what a supervisor (systemd's Restart=on-failure) does
+// for an agent that stopped itself, e.g. on a full disk: once the current
+// incarnation has logged its failure, wait for it to exit (it shuts down
+// gracefully, within its shutdown_timeout) and start it again. An agent
+// that is running and has not failed is left alone. It returns what it
+// did ("" for nothing).
+func (c *cluster) restartFailed(n *node) string {
+	if c.running(n) && !c.failing(n) {
+		return ""
+	}
+	deadline := time.Now().Add(failStopWait)
+	for c.running(n) {
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("%s logged its failure but did not exit within %v", n.name, failStopWait)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := c.start(n); err != nil {
+		return err.Error()
+	}
+	return n.name + " had stopped itself: restarted"
+}
+
+// failing reports whether the current incarnation logged "agent failed".
+func (c *cluster) failing(n *node) bool {
+	n.mu.Lock()
+	from := n.logStart
+	n.mu.Unlock()
+	f, err := os.Open(n.logPath)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return false
+	}
+	sc := bufio.NewScanner(io.LimitReader(f, maxLogScan))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), logAgentFailed) {
+			return true
+		}
+	}
+	return false
 }

@@ -457,12 +457,10 @@ func (nm *nemesis) heal(ctx context.Context, f *fault) string {
 		if err := healDisk(nm.node(f.Nodes[0])); err != nil {
 			return err.Error()
 		}
-		// An agent the full disk stopped is restarted (as systemd would).
-		if n := nm.node(f.Nodes[0]); !c.running(n) {
-			if err := c.start(n); err != nil {
-				return err.Error()
-			}
-			return "restarted after the disk was freed"
+		// An agent the full disk stopped is restarted (as systemd would),
+		// also when it is still shutting down from its failure.
+		if note := c.restartFailed(nm.node(f.Nodes[0])); note != "" {
+			return note + " after the disk was freed"
 		}
 	case fDrain:
 		return nm.operator(ctx, agent.PathDrain, agent.DrainRequest{Region: f.Region, Stop: true, Reason: "jepsen nemesis"})
@@ -547,6 +545,8 @@ func (nm *nemesis) healAll() []string {
 			if err := c.start(n); err != nil {
 				notes = append(notes, err.Error())
 			}
+		} else if note := c.restartFailed(n); note != "" {
+			notes = append(notes, note+" at the heal")
 		}
 	}
 	return notes
