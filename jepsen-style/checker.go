@@ -33,7 +33,12 @@ type verdict struct {
 	// acknowledged, then gone from every disk.
 	AckedNotStored int `json:"acked_not_stored"`
 	StoresRead     int `json:"stores_read"`
-	LogOpsRead     int `json:"log_ops_read"`
+	// AcceptorStops counts system-register acceptors that stopped on a
+	// store failure (agents' logs); AcceptorRanOn those whose agent did
+	// not then stop (checkFailStop).
+	AcceptorStops int `json:"acceptor_stops"`
+	AcceptorRanOn int `json:"acceptor_ran_on"`
+	LogOpsRead    int `json:"log_ops_read"`
 	// MaxEpochs is the highest epoch in any store's log, per partition
 	// (epoch 1 is the initial write region: each step above is a
 	// failover or switchover the data plane recorded).
@@ -52,17 +57,17 @@ func (v *verdict) violate(format string, args ...any) {
 }
 
 func (v *verdict) failed() bool {
-	return v.Linearizable != "ok" || v.LostAckedWrites > 0 || v.AckedNotStored > 0 || v.DualWriters > 0 || v.EpochRegressions > 0 ||
+	return v.Linearizable != "ok" || v.LostAckedWrites > 0 || v.AckedNotStored > 0 || v.DualWriters > 0 || v.EpochRegressions > 0 || v.AcceptorRanOn > 0 ||
 		v.SessionViolations > 0 || v.StalenessViol > 0 || !v.Converged || len(v.Violations) > 0
 }
 
-// writes indexes the puts by their unique value.
+// writes indexes the puts and CASes by their unique value.
 type writes map[string]histOp
 
 func indexWrites(ops []histOp) writes {
 	w := writes{}
 	for _, op := range ops {
-		if op.Kind == kindPut {
+		if op.isWrite() {
 			w[op.Value] = op
 		}
 	}
@@ -137,10 +142,10 @@ func checkLostWrites(ops []histOp, final map[string]histOp, keys []string, v *ve
 			}
 		}
 		for _, op := range ops {
-			if op.Kind == kindPut && op.Key == key && op.Result == resOK && w.before(got, op.Value) {
+			if op.isWrite() && op.Key == key && op.Result == resOK && w.before(got, op.Value) {
 				v.LostAckedWrites++
-				v.violate("acknowledged put %s=%s (client %d, done at %v) lost: the read-back after the heal is %q",
-					key, op.Value, op.Client, time.Duration(op.Complete), got)
+				v.violate("acknowledged %s %s=%s (client %d, done at %v) lost: the read-back after the heal is %q",
+					op.Kind, key, op.Value, op.Client, time.Duration(op.Complete), got)
 			}
 		}
 	}
@@ -168,7 +173,7 @@ func checkSessions(ops []histOp, v *verdict) {
 			got = op.Value
 		}
 		switch op.Kind {
-		case kindPut:
+		case kindPut, kindCAS:
 			floor[k] = op.Value
 		case kindSession:
 			if f, ok := floor[k]; ok && w.before(got, f) {
@@ -193,7 +198,7 @@ func checkStaleness(ops []histOp, bound time.Duration, v *verdict) {
 	w := indexWrites(ops)
 	byKey := map[string][]histOp{}
 	for _, op := range ops {
-		if op.Kind == kindPut && op.Result == resOK {
+		if op.isWrite() && op.Result == resOK {
 			byKey[op.Key] = append(byKey[op.Key], op)
 		}
 	}
@@ -308,13 +313,13 @@ func checkStores(c *cluster, tmp string, ops []histOp, v *verdict) {
 	hp, err := routing.NewOneBasedHashPartitioner(uint32(c.cfg.Partitions))
 	if err == nil {
 		for _, op := range ops {
-			if op.Kind != kindPut || op.Result != resOK || stored[[2]string{op.Key, op.Value}] ||
+			if !op.isWrite() || op.Result != resOK || stored[[2]string{op.Key, op.Value}] ||
 				compacted[partition.ID(hp.Partition(op.Key))] {
 				continue
 			}
 			v.AckedNotStored++
 			if v.AckedNotStored <= 5 {
-				v.violate("acknowledged put %s=%s (client %d) is in no agent's store", op.Key, op.Value, op.Client)
+				v.violate("acknowledged %s %s=%s (client %d) is in no agent's store", op.Kind, op.Key, op.Value, op.Client)
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,11 +126,60 @@ func TestScheduleIsSeeded(t *testing.T) {
 	}
 	cfg.ClockBeyond = true
 	var beyond bool
+	cuts := 0
 	for _, f := range schedule(cfg) {
-		if f.Kind == fClockBeyond {
+		switch f.Kind {
+		case fClockBeyond:
 			beyond = true
-			assert.Greater(t, f.Offset, cfg.Lease, "a beyond-bound skew")
+			drift := time.Duration(float64(cfg.Lease) * (1 - f.Rate))
+			assert.Greater(t, drift, cfg.Drift, "a drift over one lease beyond the bound")
+			assert.Greater(t, time.Duration(float64(cfg.Lease)/f.Rate), cfg.Lease+cfg.Drift+2*time.Second,
+				"the drifted lease outlives the takeover delay by a margin")
+		case fPartOne:
+			cuts++
+			assert.Equal(t, []int{1}, f.Groups[0], "the drifting node is the one cut off")
+		default:
+			t.Errorf("a beyond-the-bound run draws %s", f.Kind)
 		}
 	}
 	assert.True(t, beyond)
+	assert.GreaterOrEqual(t, cuts, 3)
+}
+
+func TestScanFailStop(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		log   string
+		stops int
+		ranOn []int
+	}{
+		{"no failure", "agent started\nserving\n", 0, nil},
+		{"stopped then failed", "agent started\nsysreg acceptor stopped\nagent failed\nagent started\n", 1, nil},
+		{"stopped and ran on until killed", "agent started\nsysreg acceptor stopped\nserving\nagent started\n", 1, []int{2}},
+		{"stopped and ran on to the end", "agent started\nx\nsysreg acceptor stopped\nsysreg acceptor stopped\n", 2, []int{3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stops, ranOn := scanFailStop(strings.NewReader(tc.log))
+			assert.Equal(t, tc.stops, stops)
+			assert.Equal(t, tc.ranOn, ranOn)
+		})
+	}
+}
+
+// TestFailingReadsTheCurrentIncarnation: the supervisor's restart after
+// a full disk acts on the current incarnation's failure only (seed 3012:
+// an agent still shutting down from its failure at the heal was never
+// restarted, and the run did not converge).
+func TestFailingReadsTheCurrentIncarnation(t *testing.T) {
+	dir := t.TempDir()
+	n := &node{logPath: dir + "/agent.log"}
+	c := &cluster{}
+	old := "agent started\nsysreg acceptor stopped\nagent failed\n"
+	assert.NoError(t, os.WriteFile(n.logPath, []byte(old), 0o644))
+	assert.True(t, c.failing(n))
+	n.logStart = int64(len(old))
+	assert.NoError(t, os.WriteFile(n.logPath, []byte(old+"agent started\nserving\n"), 0o644))
+	assert.False(t, c.failing(n), "an earlier incarnation's failure")
+	assert.NoError(t, os.WriteFile(n.logPath, []byte(old+"agent started\nagent failed\n"), 0o644))
+	assert.True(t, c.failing(n))
 }

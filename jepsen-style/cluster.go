@@ -42,6 +42,7 @@ type clusterConfig struct {
 	Nodes      int // 3..30, round-robin over the three regions
 	Partitions int
 	Offsets    []time.Duration // clock_offset per node (index 0 = node 1), nil: none
+	Rates      []float64       // clock_rate per node, nil: real time
 	DiskNode   int             // the node whose data dir is a small tmpfs (0: none)
 	Log        *slog.Logger
 }
@@ -63,7 +64,9 @@ type node struct {
 	mu      sync.Mutex
 	proc    *proc
 	stopped bool // SIGSTOPped
-	boots   int
+	// logStart is agent.log's size when the current incarnation started.
+	logStart int64
+	boots    int
 }
 
 type cluster struct {
@@ -239,6 +242,9 @@ func (c *cluster) writeConfig(n *node) error {
 	if off := c.offset(n); off != 0 {
 		fmt.Fprintf(&b, "clock_offset: %s\n", off)
 	}
+	if n.i-1 < len(c.cfg.Rates) && c.cfg.Rates[n.i-1] != 0 {
+		fmt.Fprintf(&b, "clock_rate: %v\n", c.cfg.Rates[n.i-1])
+	}
 	var join []string
 	for _, m := range c.nodes {
 		if m != n {
@@ -263,6 +269,9 @@ func (c *cluster) start(n *node) error {
 	defer n.mu.Unlock()
 	if n.proc != nil && !n.proc.exited() {
 		return fmt.Errorf("%s: already running", n.name)
+	}
+	if fi, err := os.Stat(n.logPath); err == nil {
+		n.logStart = fi.Size()
 	}
 	p, err := startProc(n.name, c.cfg.Bin, []string{"agent", "--config", n.cfgPath}, c.env, n.logPath, agentLifetime)
 	if err != nil {

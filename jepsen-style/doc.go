@@ -52,10 +52,13 @@
 // tmpfs the nemesis fills; skipped, and said so, when it cannot mount
 // one). Operator actions (switchover of a random partition to a random
 // region, drain of a region, a global pause) come at random moments,
-// overlapping the faults. --clock-beyond adds a skew larger than the
-// lease plus twice the drift bound on one node for the whole run: the
-// checker flags that run "unsafe" (the system's assumption is broken;
-// what it then shows proves the checks, not a bug). At the end every
+// overlapping the faults. --clock-beyond replaces the schedule: node 1's
+// clock runs at rate 0.2 (clock_rate; an offset would change nothing,
+// the node measures its lease as local durations) and node 1 is cut from
+// its peers, not its clients, for 6-9 s at a time: its lease outlives the
+// takeover. The checker flags that run "unsafe" and must find a
+// violation in it (--expect-fail): the system's assumption is broken, so
+// what it shows proves the checks, not a bug. At the end every
 // fault is healed: links, stopped and dead agents, full disks.
 //
 // # The workload
@@ -63,11 +66,12 @@
 // Up to 10 clients (porcupine's cost grows with clients per key), each a
 // Go client (txtdns/kv) routed by the agents' DNS with a session of its
 // own, over 2 keys per partition: puts of values unique in the run
-// (45%), strong reads (30%), session reads (15%), bounded-staleness reads
-// (10%). Each operation records its invoke and complete times on the
-// harness's clock; a put the client reports as an unknown outcome gets
-// an infinite return time. The data API has no compare-and-set, so there
-// is no CAS in the workload.
+// (30%), compare-and-sets (15%: a strong GetItem, recorded as a strong
+// read, then CompareAndSet on the version it returned with a new unique
+// value), strong reads (30%), session reads (15%), bounded-staleness
+// reads (10%). Each operation records its invoke and complete times on
+// the harness's clock; a write the client reports as an unknown outcome
+// gets an infinite return time.
 //
 // # The checker
 //
@@ -75,8 +79,11 @@
 // copies of their partition stores (pebble's open may replay its WAL;
 // the copies keep the originals as the agents left them):
 //
-//   - porcupine per key over the puts and the strong reads (and the
-//     read-back); a timeout (Unknown) fails the run;
+//   - porcupine per key over the puts, the CASes (acknowledged: the key
+//     held the expected value and now holds the new one; 412: it did not,
+//     nothing changed; unknown: either, at any point after the call) and
+//     the strong reads (and the read-back); a timeout (Unknown) fails the
+//     run;
 //   - no acknowledged put lost: after the heal every key is read back
 //     strongly, and a value that certainly precedes an acknowledged put
 //     (or absence) is a lost write; a value no client wrote is a phantom;
@@ -88,7 +95,12 @@
 //   - bounded staleness: a bounded read never returns a value an
 //     acknowledged put had superseded more than the bound before;
 //   - convergence: every agent ready and every key read back within
-//     --converge of the heal (recovery_s).
+//     --converge of the heal (recovery_s);
+//   - fail-stop: an agent incarnation whose system-register acceptor
+//     stopped (a failed store write) stopped too (the agents' logs).
+//
+// Acknowledged CASes are writes for the lost-write, session, staleness
+// and store checks.
 //
 // On a failure the run's directory keeps porcupine.html, schedule.json,
 // history.json, result.json, harness.log, every agent's log

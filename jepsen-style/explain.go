@@ -38,8 +38,15 @@ func explain(path string, w io.Writer) error {
 		sort.SliceStable(ko, func(i, j int) bool { return ko[i].Invoke < ko[j].Invoke })
 		for _, op := range ko {
 			val := op.Value
-			if op.Kind != kindPut && !op.Found && op.Result == resOK {
+			if !op.isWrite() && !op.Found && op.Result == resOK {
 				val = "(absent)"
+			}
+			if op.Kind == kindCAS {
+				exp := op.Expect
+				if exp == "" {
+					exp = "(absent)"
+				}
+				val = exp + " -> " + op.Value
 			}
 			done := "       inf"
 			if op.Complete >= 0 {

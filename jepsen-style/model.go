@@ -8,19 +8,51 @@ import (
 )
 
 // The sequential specification of one key of the data plane: blind puts
-// of unique values and strong reads, absent until the first put. The
-// simulator's models (sim/model.go, sim/failover_client.go) are
-// unexported, and their register shape (versions, CAS, heartbeat
-// tables) is not the data API's; this one is the data API's put and get.
+// of unique values, compare-and-sets, and strong reads, absent until the
+// first write. The simulator's models (sim/model.go,
+// sim/failover_client.go) are unexported, and their register shape
+// (versions, heartbeat tables) is not the data API's; this one is the
+// data API's put, conditional put and get.
+//
+// A CAS's condition is a version (If-Match: <epoch>:<lsn>, or
+// If-None-Match: * for "absent"); the workload takes it from a strong
+// read and records the value that read returned as Expect. Every write
+// stores a value unique in the run, so "the key's version is the one
+// read" is "the key holds the value read": the model compares values.
 type kvIn struct {
-	Key   string
-	Put   bool
+	Key    string
+	Op     string // opGet, opPut, opCAS
+	Value  string // written (put, CAS)
+	Expect string // CAS: the value the condition names; "" absent
+}
+
+const (
+	opGet = "get"
+	opPut = "put"
+	opCAS = "cas"
+)
+
+// kvOut is a read's answer (Found, Value) or a CAS's outcome: applied,
+// refused (CASFailed: 412, a definite non-effect) or unknown (Unknown:
+// it may have been applied at any point after its invocation).
+type kvOut struct {
+	Found     bool
+	Value     string
+	CASFailed bool
+	Unknown   bool
+}
+
+// kvState is one key's value; Found false is absent.
+type kvState struct {
+	Found bool
 	Value string
 }
 
-type kvOut struct {
-	Found bool
-	Value string
+func (s kvState) holds(expect string) bool {
+	if expect == "" {
+		return !s.Found
+	}
+	return s.Found && s.Value == expect
 }
 
 func kvModel() porcupine.Model {
@@ -42,19 +74,53 @@ func kvModel() porcupine.Model {
 			}
 			return out
 		},
-		Init: func() any { return kvOut{} },
+		Init: func() any { return kvState{} },
 		Step: func(state, input, output any) (bool, any) {
-			st, in := state.(kvOut), input.(kvIn)
-			if in.Put {
-				return true, kvOut{Found: true, Value: in.Value}
+			st, in, out := state.(kvState), input.(kvIn), output.(kvOut)
+			switch in.Op {
+			case opPut:
+				return true, kvState{Found: true, Value: in.Value}
+			case opCAS:
+				match := st.holds(in.Expect)
+				switch {
+				case out.Unknown:
+					// Linearized where its condition holds it took
+					// effect; where it does not, it had none. Not applied
+					// at all is the linearization after every other op.
+					if match {
+						return true, kvState{Found: true, Value: in.Value}
+					}
+					return true, st
+				case out.CASFailed:
+					return !match, st
+				default:
+					if !match {
+						return false, st
+					}
+					return true, kvState{Found: true, Value: in.Value}
+				}
+			default:
+				return out.Found == st.Found && out.Value == st.Value, st
 			}
-			return output.(kvOut) == st, st
 		},
-		Equal: func(a, b any) bool { return a.(kvOut) == b.(kvOut) },
+		Equal: func(a, b any) bool { return a.(kvState) == b.(kvState) },
 		DescribeOperation: func(input, output any) string {
 			in, out := input.(kvIn), output.(kvOut)
-			if in.Put {
+			switch in.Op {
+			case opPut:
 				return fmt.Sprintf("put(%s, %s)", in.Key, in.Value)
+			case opCAS:
+				exp := in.Expect
+				if exp == "" {
+					exp = "absent"
+				}
+				res := "ok"
+				if out.CASFailed {
+					res = "condition failed"
+				} else if out.Unknown {
+					res = "unknown"
+				}
+				return fmt.Sprintf("cas(%s, %s -> %s) -> %s", in.Key, exp, in.Value, res)
 			}
 			if !out.Found {
 				return fmt.Sprintf("get(%s) -> absent", in.Key)
@@ -62,7 +128,7 @@ func kvModel() porcupine.Model {
 			return fmt.Sprintf("get(%s) -> %s", in.Key, out.Value)
 		},
 		DescribeState: func(state any) string {
-			s := state.(kvOut)
+			s := state.(kvState)
 			if !s.Found {
 				return "absent"
 			}
@@ -75,25 +141,33 @@ func kvModel() porcupine.Model {
 // effect at any point after its invocation.
 const infiniteReturn = int64(1) << 62
 
-// porcupineOps are the operations porcupine checks: puts that were
-// acknowledged or whose outcome is unknown, strong reads that answered,
-// and the final read-back. Failed puts were not applied (the client's
-// contract: a read that sees one is a violation, which the model shows
-// as an illegal read), failed reads constrain nothing; session and
-// bounded reads are not linearizable by design and have their own checks.
+// porcupineOps are the operations porcupine checks: puts and CASes that
+// were acknowledged or whose outcome is unknown, CASes refused on their
+// condition (the key did not hold the expected value at some point of
+// the call), strong reads that answered, and the final read-back. Writes
+// that failed otherwise were not applied (the client's contract: a read
+// that sees one is a violation, which the model shows as an illegal
+// read), failed reads constrain nothing; session and bounded reads are
+// not linearizable by design and have their own checks.
 func porcupineOps(ops []histOp) []porcupine.Operation {
 	var out []porcupine.Operation
 	for _, op := range ops {
 		switch {
-		case op.Kind == kindPut && op.Result != resFail:
-			ret := op.Complete
-			if op.Result == resUnknown {
-				ret = infiniteReturn
+		case op.isWrite() && (op.Result == resOK || op.Result == resUnknown || op.Result == resCondFailed):
+			ret, o := op.Complete, kvOut{}
+			switch op.Result {
+			case resUnknown:
+				ret, o.Unknown = infiniteReturn, true
+			case resCondFailed:
+				o.CASFailed = true
 			}
-			out = append(out, porcupine.Operation{ClientId: op.Client, Input: kvIn{Key: op.Key, Put: true, Value: op.Value},
-				Call: op.Invoke, Output: kvOut{}, Return: ret})
+			in := kvIn{Key: op.Key, Op: opPut, Value: op.Value}
+			if op.Kind == kindCAS {
+				in.Op, in.Expect = opCAS, op.Expect
+			}
+			out = append(out, porcupine.Operation{ClientId: op.Client, Input: in, Call: op.Invoke, Output: o, Return: ret})
 		case (op.Kind == kindStrong || op.Kind == kindFinal) && op.Result == resOK:
-			out = append(out, porcupine.Operation{ClientId: op.Client, Input: kvIn{Key: op.Key},
+			out = append(out, porcupine.Operation{ClientId: op.Client, Input: kvIn{Key: op.Key, Op: opGet},
 				Call: op.Invoke, Output: kvOut{Found: op.Found, Value: op.Value}, Return: op.Complete})
 		}
 	}

@@ -192,7 +192,7 @@ func runOnce(ctx context.Context, cfg runConfig) (res runResult) {
 		switch op.Result {
 		case resOK:
 			res.OK++
-		case resFail:
+		case resFail, resCondFailed:
 			res.Failed++
 		case resUnknown:
 			res.Unknown++
@@ -211,9 +211,11 @@ func runOnce(ctx context.Context, cfg runConfig) (res runResult) {
 		checkStores(c, tmp, ops, v)
 		_ = os.RemoveAll(tmp)
 	}
+	checkFailStop(c, v)
 	for _, f := range nm.applied {
 		if f.Kind == fClockBeyond {
-			v.Unsafe = append(v.Unsafe, fmt.Sprintf("node %d's clock was %v off, beyond max_clock_drift %v: leases are not safe then", f.Nodes[0], f.Offset, prof.MaxClockDrift))
+			v.Unsafe = append(v.Unsafe, fmt.Sprintf("node %d's clock ran at rate %v, drifting %v over one lease of %v, beyond max_clock_drift %v: leases are not safe then",
+				f.Nodes[0], f.Rate, time.Duration(float64(prof.LeaseDuration)*(1-f.Rate)), prof.LeaseDuration, prof.MaxClockDrift))
 		}
 	}
 	res.Passed = !v.failed() && res.Error == "" && len(v.Unsafe) == 0

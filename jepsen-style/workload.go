@@ -18,6 +18,7 @@ import (
 // the run, so a read names the write it saw.
 const (
 	kindPut     = "put"
+	kindCAS     = "cas" // a compare-and-set on the version a strong read just returned
 	kindStrong  = "get-strong"
 	kindSession = "get-session"
 	kindBounded = "get-bounded"
@@ -29,22 +30,32 @@ const (
 	resOK      = "ok"
 	resFail    = "fail"    // definitely not applied (a put) / no answer (a read)
 	resUnknown = "unknown" // a put that may or may not have been applied
+	// resCondFailed is a CAS refused on its condition (412): certainly
+	// not applied, and evidence that the key did not hold Expect at some
+	// point of the call.
+	resCondFailed = "condition-failed"
 )
 
 // histOp is one operation as a client saw it: invoke and complete on
 // the harness's clock (ns since the run's start); an unknown outcome has
 // Complete = -1, an infinite return time for the checker.
 type histOp struct {
-	Client   int    `json:"client"`
-	Kind     string `json:"kind"`
-	Key      string `json:"key"`
-	Value    string `json:"value,omitempty"` // written, or read ("" and !Found: absent)
+	Client int    `json:"client"`
+	Kind   string `json:"kind"`
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"` // written, or read ("" and !Found: absent)
+	// Expect is a CAS's condition: the value the strong read before it
+	// returned with the version it sent ("": absent, If-None-Match: *).
+	Expect   string `json:"expect,omitempty"`
 	Found    bool   `json:"found,omitempty"`
 	Invoke   int64  `json:"invoke_ns"`
 	Complete int64  `json:"complete_ns"`
 	Result   string `json:"result"`
 	Err      string `json:"err,omitempty"`
 }
+
+// isWrite: a put or a CAS (both store a value unique in the run).
+func (op histOp) isWrite() bool { return op.Kind == kindPut || op.Kind == kindCAS }
 
 // history is the run's record, bounded by maxOps.
 type history struct {
@@ -154,8 +165,11 @@ func runClient(ctx context.Context, id int, cl *kv.Client, wc workloadConfig, ke
 		op := histOp{Client: id, Key: key}
 		x := rng.IntN(100)
 		switch {
-		case x < 45:
+		case x < 30:
 			op.Kind = kindPut
+			op.Value = fmt.Sprintf("c%d-%d", id, seq.Add(1))
+		case x < 45:
+			op.Kind = kindCAS
 			op.Value = fmt.Sprintf("c%d-%d", id, seq.Add(1))
 		case x < 75:
 			op.Kind = kindStrong
@@ -173,13 +187,12 @@ func runClient(ctx context.Context, id int, cl *kv.Client, wc workloadConfig, ke
 		case kindPut:
 			err := sess.Put(octx, key, []byte(op.Value))
 			op.Complete = h.now()
-			switch {
-			case err == nil:
-				op.Result = resOK
-			case errors.Is(err, kv.ErrUnknownOutcome):
-				op.Result, op.Complete, op.Err = resUnknown, -1, err.Error()
-			default:
-				op.Result, op.Err = resFail, err.Error()
+			op.setWriteResult(err)
+		case kindCAS:
+			var ok bool
+			if op, ok = casOp(octx, sess, op, h); !ok {
+				cancel()
+				continue
 			}
 		default:
 			cons := map[string]routing.Consistency{kindStrong: routing.ConsistencyStrong, kindSession: routing.ConsistencySession,
@@ -200,6 +213,50 @@ func runClient(ctx context.Context, id int, cl *kv.Client, wc workloadConfig, ke
 		case <-ctx.Done():
 		case <-time.After(time.Duration(2+rng.IntN(8)) * time.Millisecond):
 		}
+	}
+}
+
+// casOp is a strong GetItem, recorded as a strong read, then a
+// CompareAndSet on the version it returned, recorded as the CAS with the
+// value read as its Expect. When the read fails there is no CAS (and
+// false: the read was recorded, nothing else is).
+func casOp(ctx context.Context, sess *kv.Session, op histOp, h *history) (histOp, bool) {
+	rd := histOp{Client: op.Client, Kind: kindStrong, Key: op.Key, Invoke: op.Invoke}
+	it, found, err := sess.GetItem(ctx, op.Key, routing.ConsistencyStrong)
+	rd.Complete = h.now()
+	if err != nil {
+		rd.Result, rd.Err = resFail, err.Error()
+		h.add(rd)
+		return op, false
+	}
+	rd.Result, rd.Found = resOK, found
+	if found {
+		rd.Value, op.Expect = string(it.Value), string(it.Value)
+	}
+	if !h.add(rd) {
+		return op, false
+	}
+	op.Invoke = h.now()
+	err = sess.CompareAndSet(ctx, op.Key, it.Version, []byte(op.Value))
+	op.Complete = h.now()
+	op.setWriteResult(err)
+	return op, true
+}
+
+// setWriteResult classifies a put's or CAS's error as the client
+// contract does: nil applied, unknown outcome (infinite return time), a
+// failed condition (not applied, the key held another version), anything
+// else not applied.
+func (op *histOp) setWriteResult(err error) {
+	switch {
+	case err == nil:
+		op.Result = resOK
+	case errors.Is(err, kv.ErrUnknownOutcome):
+		op.Result, op.Complete, op.Err = resUnknown, -1, err.Error()
+	case errors.Is(err, kv.ErrConditionFailed):
+		op.Result, op.Err = resCondFailed, err.Error()
+	default:
+		op.Result, op.Err = resFail, err.Error()
 	}
 }
 

@@ -34,6 +34,14 @@ func ExecReads(st Store, rd *Ready) (replies []Reply, fetched []FetchResult) {
 			res.Ops, res.Err = st.ReadLog(f.Partition, f.From, f.MaxOps, f.MaxBytes)
 		case FetchState:
 			res.KVs, res.More, res.Applied, res.Err = st.ReadKV(f.Partition, f.After, f.MaxBytes)
+		case FetchKey:
+			var (
+				kv KV
+				ok bool
+			)
+			if kv, ok, res.Err = st.Get(f.Partition, f.Key); ok && res.Err == nil {
+				res.KVs = []KV{kv}
+			}
 		default:
 			res.Err = fmt.Errorf("partition %d: fetch kind %d: %w", f.Partition, f.Kind, ErrBadRequest)
 		}

@@ -333,6 +333,8 @@ func (h *Host) StepFetch(now time.Duration, res *FetchResult) {
 		r.onFetchLog(now, res)
 	case FetchState:
 		r.onFetchState(now, res)
+	case FetchKey:
+		r.onFetchKey(now, res)
 	}
 	h.schedule(now, r)
 }
@@ -679,6 +681,8 @@ func (h *Host) checkOp(req *WriteRequest) error {
 		return fmt.Errorf("partition %d: op of %d bytes exceeds MaxOpBytes %d: %w", req.Partition, len(req.Key)+len(req.Value), h.cfg.MaxOpBytes, ErrTooLarge)
 	case req.Delete && len(req.Value) > 0:
 		return fmt.Errorf("partition %d: delete with a value: %w", req.Partition, ErrBadRequest)
+	case req.If != nil && !req.If.Valid():
+		return fmt.Errorf("partition %d: a condition sets exactly one of Version and Absent: %w", req.Partition, ErrBadRequest)
 	}
 	return nil
 }

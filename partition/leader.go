@@ -21,6 +21,12 @@ type leaderState struct {
 	// hold a freshness grant (see keepDeparted); their lag holds writes
 	// until it has surely ended. Sorted by nothing; a handful at most.
 	departed []departedGrant
+	// casWait: compare-and-sets waiting for the key's state from the
+	// store (FetchKey, by seq); casDue: failed conditions waiting for the
+	// commit of what they compared against (see cas.go).
+	casWait []casWaiting
+	casDue  []casDue
+	casSeq  uint32
 }
 
 // departedGrant is what the write region keeps of a follower it no longer
@@ -204,6 +210,7 @@ func (r *Replica) dropWriteRegion() {
 		}
 		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: hw.req.Ref, Err: err})
 	}
+	r.dropCAS()
 	r.leader = nil
 	r.tailAt = nil
 }
@@ -281,9 +288,9 @@ func (r *Replica) clientWrite(now time.Duration, req *WriteRequest) {
 		return
 	}
 	l := r.leader
-	if int(r.last-r.commit)+len(l.held) >= r.h.cfg.MaxPendingWrites {
+	if n := int(r.last-r.commit) + len(l.held) + l.casQueued(); n >= r.h.cfg.MaxPendingWrites {
 		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref,
-			Err: backpressureErr(r.id, int(r.last-r.commit)+len(l.held), r.h.cfg.MaxPendingWrites)})
+			Err: backpressureErr(r.id, n, r.h.cfg.MaxPendingWrites)})
 		return
 	}
 	if r.level.Consistency == BoundedStaleness && (len(l.held) > 0 || !r.admitBounded(now)) {
@@ -299,12 +306,26 @@ func cloneWrite(req *WriteRequest) WriteRequest {
 	if req.Value != nil {
 		c.Value = append([]byte(nil), req.Value...)
 	}
+	if req.If != nil {
+		cond := *req.If
+		c.If = &cond
+	}
 	return c
 }
 
 // assign gives the write the next LSN and queues it for persistence and
-// replication; it is acknowledged once the commit rule holds.
+// replication; it is acknowledged once the commit rule holds. A
+// compare-and-set is decided first (assignCAS).
 func (r *Replica) assign(now time.Duration, req *WriteRequest) {
+	if req.If != nil {
+		r.assignCAS(now, req)
+		return
+	}
+	r.assignOp(now, req)
+}
+
+// assignOp appends the write's op to the log.
+func (r *Replica) assignOp(now time.Duration, req *WriteRequest) {
 	op := Op{LSN: r.last + 1, Epoch: r.epoch, Delete: req.Delete, Key: req.Key}
 	if !req.Delete {
 		op.Value = req.Value
@@ -544,6 +565,9 @@ func (r *Replica) advanceCommit() {
 	r.commit = c
 	r.markDirty()
 	l := r.leader
+	if len(l.casDue) > 0 {
+		r.releaseCASDue(r.h.now)
+	}
 	n := 0
 	for n < len(l.pending) && l.pending[n].lsn <= c {
 		p := &l.pending[n]

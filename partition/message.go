@@ -129,6 +129,10 @@ type WriteRequest struct {
 	Key       []byte
 	Value     []byte
 	Delete    bool
+	// If makes the write a compare-and-set: applied only if the key's
+	// current state satisfies it, else answered with a
+	// *ConditionFailedError (see cas.go). nil: unconditional.
+	If *Condition
 }
 
 // ReadRequest is a client read.
@@ -196,6 +200,9 @@ const (
 	FetchLog FetchKind = iota + 1
 	// FetchState reads a chunk of the applied state for a snapshot.
 	FetchState
+	// FetchKey reads one key of the applied state for a compare-and-set
+	// (the result's KVs hold it, or nothing if absent).
+	FetchKey
 )
 
 // Fetch is a store read the core needs; the driver executes it after the
@@ -208,7 +215,8 @@ type Fetch struct {
 	MaxOps    int
 	MaxBytes  int
 	After     []byte // FetchState: last key of the previous chunk (nil: start)
-	Seq       uint32 // FetchState: chunk number
+	Seq       uint32 // FetchState: chunk number; FetchKey: the compare-and-set's number
+	Key       []byte // FetchKey: the key
 	Epoch     Epoch  // epoch of the request; results of another epoch are dropped
 }
 

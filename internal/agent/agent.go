@@ -137,14 +137,17 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if a.cfg.ClockOffset != 0 {
 		a.log.Warn("clock_offset is set: this node's clock is skewed on purpose (a test setting)", "clock_offset", a.cfg.ClockOffset)
 	}
+	if a.cfg.ClockRate != 0 && a.cfg.ClockRate != 1 {
+		a.log.Warn("clock_rate is set: this node's clock drifts on purpose (a test setting)", "clock_rate", a.cfg.ClockRate)
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Each of these returns nil only when runCtx ends; an error stops
 	// the agent.
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	var wg sync.WaitGroup
-	for _, fn := range []func(context.Context) error{a.specLoop, a.hostWhenSpec} {
+	for _, fn := range []func(context.Context) error{a.specLoop, a.hostWhenSpec, a.watchAcceptor} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -160,6 +163,22 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	a.shutdown(cancel, &wg)
 	return err
+}
+
+// watchAcceptor returns the system-register acceptor's failure (a store
+// Apply that failed, e.g. on a full disk) as the agent's: the acceptor
+// answers nothing again until the process restarts and recovers it from
+// system.db, so an agent that ran on would be one acceptor short while
+// its /readyz said ready. Stopping hands the restart to the supervisor
+// (systemd's Restart=on-failure), the same fail-stop as a partition
+// store's failure.
+func (a *Agent) watchAcceptor(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-a.sysacc.Stopped():
+		return fmt.Errorf("agent: system register acceptor stopped (restart the agent once its data directory's disk is writable): %w", a.sysacc.Err())
+	}
 }
 
 // open locks the data directory and opens the three stores.

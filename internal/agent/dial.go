@@ -33,3 +33,14 @@ func offsetClock(clock func() time.Duration, offset time.Duration) func() time.D
 	}
 	return func() time.Duration { return clock() + offset }
 }
+
+// rateClock is clock running at rate from the call on (clock_rate: 0 or
+// 1 in production, where it is clock itself; the fault-injection harness
+// drifts a node with it). It stays monotonic: rate is positive.
+func rateClock(clock func() time.Duration, rate float64) func() time.Duration {
+	if rate == 0 || rate == 1 {
+		return clock
+	}
+	start := clock()
+	return func() time.Duration { return start + time.Duration(float64(clock()-start)*rate) }
+}

@@ -68,7 +68,7 @@ func (a *Agent) startHost(ctx context.Context, c committed) (*host, error) {
 	if self.Name != a.cfg.Name || self.Region != a.cfg.Region {
 		return nil, fmt.Errorf("agent: the cluster spec records node %d as %s in region %s, but this agent is %s in %s", self.ID, self.Name, self.Region, a.cfg.Name, a.cfg.Region)
 	}
-	h := &host{a: a, spec: spec, self: self, apiAddrs: map[node.NodeID]string{}, exited: make(chan struct{}), clock: offsetClock(noderun.WallClock(), a.cfg.ClockOffset)}
+	h := &host{a: a, spec: spec, self: self, apiAddrs: map[node.NodeID]string{}, exited: make(chan struct{}), clock: offsetClock(rateClock(noderun.WallClock(), a.cfg.ClockRate), a.cfg.ClockOffset)}
 	for _, n := range spec.Nodes {
 		h.apiAddrs[node.NodeID(n.ID)] = n.APIAddr
 	}

@@ -40,6 +40,9 @@ const (
 
 	// MaxClockOffset bounds clock_offset.
 	MaxClockOffset = time.Hour
+	// MinClockRate and MaxClockRate bound a non-zero clock_rate.
+	MinClockRate = 0.1
+	MaxClockRate = 10.0
 
 	DefaultLogLevel  = "info"
 	DefaultLogFormat = "text"
@@ -115,6 +118,14 @@ type Config struct {
 	// the profile's max_clock_drift breaks the lease's safety assumption,
 	// which is what the fault-injection harness shows. Zero in production.
 	ClockOffset time.Duration `yaml:"clock_offset"`
+	// ClockRate makes the node's clock run at this rate from the agent's
+	// start (0 or 1: real time; MinClockRate..MaxClockRate). It exists to
+	// test clock drift, which an offset cannot: the node measures its
+	// lease and every timeout as local durations, so a constant offset
+	// changes none of them, while a clock at 0.2 keeps a lease five
+	// times longer than the observers that grant it allow. Zero in
+	// production.
+	ClockRate float64 `yaml:"clock_rate"`
 }
 
 // Addrs are a node's addresses, each host:port with a numeric port.
@@ -267,6 +278,7 @@ func fields() []field {
 		{"shutdown_timeout", "graceful shutdown bound (1s..10m)", func(c *Config) any { return &c.ShutdownTimeout }},
 		{"source_ip", "local IP to dial peers from (empty: the kernel's choice)", func(c *Config) any { return &c.SourceIP }},
 		{"clock_offset", "offset added to the node's clock, for clock-skew tests (0 in production)", func(c *Config) any { return &c.ClockOffset }},
+		{"clock_rate", "rate of the node's clock, for clock-drift tests (0: real time; 0.1..10)", func(c *Config) any { return &c.ClockRate }},
 	}
 }
 

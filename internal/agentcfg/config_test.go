@@ -159,6 +159,10 @@ func TestValidate(t *testing.T) {
 		{"source_ip unspecified", func(c *Config) { c.SourceIP = "0.0.0.0" }, []string{"source_ip"}},
 		{"clock_offset negative in bound", func(c *Config) { c.ClockOffset = -time.Hour }, nil},
 		{"clock_offset over", func(c *Config) { c.ClockOffset = time.Hour + time.Nanosecond }, []string{"clock_offset"}},
+		{"clock_rate slow in bound", func(c *Config) { c.ClockRate = 0.1 }, nil},
+		{"clock_rate under", func(c *Config) { c.ClockRate = 0.05 }, []string{"clock_rate"}},
+		{"clock_rate over", func(c *Config) { c.ClockRate = 11 }, []string{"clock_rate"}},
+		{"clock_rate negative", func(c *Config) { c.ClockRate = -1 }, []string{"clock_rate"}},
 
 		{"all at once", func(c *Config) {
 			c.Name = ""

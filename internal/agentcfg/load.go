@@ -227,6 +227,12 @@ func setValue(p any, s string, appendOne bool) error {
 			return fmt.Errorf("%s: want a duration such as 30s", show(s))
 		}
 		*p = d
+	case *float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("%s: want a number such as 0.5", show(s))
+		}
+		*p = f
 	case *[]string:
 		if appendOne {
 			if len(*p) >= MaxRetryJoin {

@@ -352,6 +352,8 @@ func zeroText(p any) string {
 		return "0"
 	case *time.Duration:
 		return "0s"
+	case *float64:
+		return "0"
 	}
 	return ""
 }

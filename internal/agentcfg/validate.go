@@ -94,6 +94,9 @@ func (c Config) Validate() error {
 	if c.ClockOffset < -MaxClockOffset || c.ClockOffset > MaxClockOffset {
 		p.add("clock_offset", "must be within ±%v, got %v", MaxClockOffset, c.ClockOffset)
 	}
+	if c.ClockRate != 0 && !(c.ClockRate >= MinClockRate && c.ClockRate <= MaxClockRate) {
+		p.add("clock_rate", "must be 0 (real time) or within %v..%v, got %v", MinClockRate, MaxClockRate, c.ClockRate)
+	}
 	return p.err()
 }
 

@@ -28,6 +28,18 @@
 //	                current one)
 //	Fm-Session      the session token of the key's partition, "<epoch>:<lsn>"
 //	                in canonical decimal, at most 41 bytes (session reads)
+//	If-Match        PUT and DELETE: compare-and-set, applied only if the
+//	                key's current version is "<epoch>:<lsn>" (a GET's
+//	                Fm-Version; may be quoted as an ETag; not 0:0)
+//	If-None-Match   PUT and DELETE: "*" only, applied only if the key holds
+//	                no value; at most one of the two, never on a GET (400)
+//
+// A condition is decided by the write region in the order of its log,
+// against the key's committed state, so of many writes conditioned on one
+// version at most one is applied. A failed one is 412 condition_failed:
+// certainly not applied, answered only once the state it compared against
+// is committed and under the write region's lease (like a strong read),
+// with that state's Fm-Version (absent: the key holds no value).
 //
 // A malformed or repeated header is 400 "bad_header", the message naming it.
 //
@@ -39,7 +51,8 @@
 //	                 write, a strong read, a 421 and a 504 unknown_outcome
 //	Fm-Session       the token to merge into the session (writes, reads,
 //	                 and a GET's 404)
-//	Fm-Version       GET 200: "<epoch>:<lsn>" of the op that wrote the value
+//	Fm-Version       GET 200 and 412: "<epoch>:<lsn>" of the op that wrote
+//	                 the value (on a 412, absent when the key has none)
 //	Fm-Redirect-Reason  421: stale_epoch | not_write_region | paused | replica_behind
 //	Fm-Write-Token   504 unknown_outcome: "<epoch>:<lsn>" the write was
 //	                 assigned (not a session token: do not merge it; a
@@ -71,6 +84,9 @@
 //	                       retry blindly, read to learn (Fm-Write-Token)
 //	504 timeout            no answer within Config.RequestTimeout; for a write
 //	                       the outcome is unknown, as for unknown_outcome
+//	412 condition_failed   If-Match / If-None-Match did not hold: not applied,
+//	                       not to be retried as is; Fm-Version is the key's
+//	                       current version (absent: no value)
 //	413 too_large          key, value or body over its bound
 //	400 bad_header         a malformed or repeated Fm-* header (named)
 //	400 bad_path           an empty or badly escaped key

@@ -48,6 +48,7 @@ const (
 	CodeNoRoute          = "no_route"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInternal         = "internal"
+	CodeConditionFailed  = "condition_failed"
 )
 
 // maxErrorText bounds the error text of an error body.
@@ -133,6 +134,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return h.fail(w, r, errf(http.StatusBadRequest, CodeBadHeader, "dataapi: %v", err))
 	}
+	if rh.If != nil && !write {
+		return h.fail(w, r, errf(http.StatusBadRequest, CodeBadHeader, "dataapi: %s and %s are for PUT and DELETE", HeaderIfMatch, HeaderIfNoneMatch))
+	}
 	var value []byte
 	if r.Method == http.MethodPut {
 		if value, ae = h.readBody(w, r, len(key)); ae != nil {
@@ -144,7 +148,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	var reply partition.Reply
 	if write {
 		reply, err = h.cfg.Backend.Write(ctx, partition.WriteRequest{Partition: p, Epoch: rh.Epoch, Key: key, Value: value,
-			Delete: r.Method == http.MethodDelete})
+			Delete: r.Method == http.MethodDelete, If: rh.If})
 	} else {
 		reply, err = h.cfg.Backend.Read(ctx, partition.ReadRequest{Partition: p, Key: key, Consistency: rh.Consistency,
 			Epoch: rh.Epoch, Token: rh.Token})
@@ -261,6 +265,7 @@ func (h *Handler) knownError(w http.ResponseWriter, err error) *apiError {
 	var (
 		rd *partition.RedirectError
 		uo *partition.UnknownOutcomeError
+		cf *partition.ConditionFailedError
 	)
 	retry := func(status int, code string) *apiError {
 		return &apiError{status: status, code: code, retry: true, msg: err.Error()}
@@ -286,6 +291,15 @@ func (h *Handler) knownError(w http.ResponseWriter, err error) *apiError {
 		}
 		hd.Set(HeaderWriteToken, FormatToken(uo.Token))
 		return errf(http.StatusGatewayTimeout, CodeUnknownOutcome, "%v", err)
+	case errors.As(err, &cf):
+		// Not applied: the key's state, committed, did not satisfy the
+		// condition. Fm-Version is its version (absent: no value).
+		hd := w.Header()
+		hd.Set(HeaderPartition, cf.Partition.String())
+		if cf.Found {
+			hd.Set(HeaderVersion, FormatToken(cf.Version))
+		}
+		return errf(http.StatusPreconditionFailed, CodeConditionFailed, "%v", err)
 	case errors.Is(err, partition.ErrUnknownOutcome):
 		return errf(http.StatusGatewayTimeout, CodeUnknownOutcome, "%v", err)
 	case errors.Is(err, partition.ErrTooLarge):

@@ -32,6 +32,14 @@ const (
 	// HeaderWriteToken (response 504 unknown_outcome): the (epoch:lsn)
 	// the write was assigned. Not a session token: do not merge it.
 	HeaderWriteToken = "Fm-Write-Token"
+	// HeaderIfMatch (request, PUT and DELETE): compare-and-set on the
+	// key's version: applied only if the key holds the value written at
+	// this "<epoch>:<lsn>" (a GET's Fm-Version; the ETag form, quoted, is
+	// accepted too).
+	HeaderIfMatch = "If-Match"
+	// HeaderIfNoneMatch (request, PUT and DELETE): "*": applied only if
+	// the key holds no value.
+	HeaderIfNoneMatch = "If-None-Match"
 )
 
 // Encoding bounds.
@@ -145,6 +153,9 @@ type RequestHeaders struct {
 	Consistency partition.Consistency
 	Epoch       partition.Epoch
 	Token       partition.Token
+	// If is the compare-and-set condition of If-Match or If-None-Match
+	// (nil: none; both headers together are malformed).
+	If *partition.Condition
 }
 
 // HeaderError is a malformed request header; Header names it.
@@ -183,7 +194,42 @@ func ParseRequestHeaders(h http.Header) (RequestHeaders, error) {
 			return rh, &HeaderError{Header: HeaderSession, Err: err}
 		}
 	}
-	return rh, nil
+	return rh, parseCondition(h, &rh)
+}
+
+// parseCondition decodes If-Match ("<epoch>:<lsn>", optionally quoted as
+// an ETag) and If-None-Match ("*" only); at most one of them.
+func parseCondition(h http.Header, rh *RequestHeaders) error {
+	m, okM, err := single(h, HeaderIfMatch)
+	if err != nil {
+		return err
+	}
+	n, okN, err := single(h, HeaderIfNoneMatch)
+	if err != nil {
+		return err
+	}
+	switch {
+	case okM && okN:
+		return &HeaderError{Header: HeaderIfNoneMatch, Err: fmt.Errorf("%w: given with %s; a condition is one of them", ErrMalformed, HeaderIfMatch)}
+	case okM:
+		if len(m) >= 2 && m[0] == '"' && m[len(m)-1] == '"' {
+			m = m[1 : len(m)-1]
+		}
+		t, err := ParseToken(m)
+		if err != nil {
+			return &HeaderError{Header: HeaderIfMatch, Err: err}
+		}
+		if t == (partition.Token{}) {
+			return &HeaderError{Header: HeaderIfMatch, Err: fmt.Errorf("%w: version 0:0 is no value's (use %s: *)", ErrMalformed, HeaderIfNoneMatch)}
+		}
+		rh.If = &partition.Condition{Version: t}
+	case okN:
+		if n != "*" {
+			return &HeaderError{Header: HeaderIfNoneMatch, Err: fmt.Errorf("%w: %.*q: only \"*\" (the key holds no value)", ErrMalformed, 24, n)}
+		}
+		rh.If = &partition.Condition{Absent: true}
+	}
+	return nil
 }
 
 // Encode sets the headers ParseRequestHeaders decodes (zero fields are
@@ -197,6 +243,13 @@ func (rh RequestHeaders) Encode(h http.Header) {
 	}
 	if rh.Token != (partition.Token{}) {
 		h.Set(HeaderSession, FormatToken(rh.Token))
+	}
+	switch {
+	case rh.If == nil:
+	case rh.If.Absent:
+		h.Set(HeaderIfNoneMatch, "*")
+	default:
+		h.Set(HeaderIfMatch, FormatToken(rh.If.Version))
 	}
 }
 

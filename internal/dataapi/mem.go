@@ -36,7 +36,8 @@ type MemConfig struct {
 // current one, or reaching a Region that is not the write region, get a
 // *partition.RedirectError; the other reads are served from the map (it is
 // always fresh), a session read whose token is ahead of the partition gets
-// partition.ErrSessionUnavailable. For tests (of this package and of the
+// partition.ErrSessionUnavailable; a compare-and-set (WriteRequest.If) is
+// decided on the map. For tests (of this package and of the
 // clients); safe for concurrent use.
 type MemBackend struct {
 	cfg MemConfig
@@ -143,7 +144,22 @@ func (m *MemBackend) Write(ctx context.Context, req partition.WriteRequest) (par
 		mp = &memPartition{kv: make(map[string]partition.KV)}
 		m.parts[req.Partition] = mp
 	}
-	_, had := mp.kv[string(req.Key)]
+	cur, had := mp.kv[string(req.Key)]
+	if c := req.If; c != nil {
+		if !c.Valid() {
+			r.Err = fmt.Errorf("partition %d: a condition sets exactly one of Version and Absent: %w", req.Partition, partition.ErrBadRequest)
+			return r, nil
+		}
+		ver := partition.Token{Epoch: cur.Epoch, LSN: cur.LSN}
+		if (c.Absent && had) || (!c.Absent && (!had || ver != c.Version)) {
+			cf := &partition.ConditionFailedError{Partition: req.Partition, Cond: *c, Found: had}
+			if had {
+				cf.Version = ver
+			}
+			r.Err, r.Epoch = cf, m.epoch
+			return r, nil
+		}
+	}
 	if !had && !req.Delete && m.keys >= m.cfg.MaxKeys {
 		r.Err = fmt.Errorf("partition %d: memory backend holds %d keys: %w", req.Partition, m.keys, partition.ErrBackpressure)
 		return r, nil

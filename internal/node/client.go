@@ -24,6 +24,10 @@ const (
 	// ReplyUnknown: a write whose outcome is unknown; not retried blindly,
 	// and reported (Node.ClientError) as evidence of a gray failure.
 	ReplyUnknown
+	// ReplyConditionFailed: a compare-and-set whose condition did not hold
+	// (a partition.ConditionFailedError): certainly not applied, and not
+	// to be retried as is; the error carries the key's state.
+	ReplyConditionFailed
 )
 
 // ClassifyReply classifies a reply to a write (write true) or a read.
@@ -34,6 +38,8 @@ func ClassifyReply(r partition.Reply, write bool) ReplyClass {
 		return ReplyOK
 	case errors.As(r.Err, &rd):
 		return ReplyRedirect
+	case write && errors.Is(r.Err, partition.ErrConditionFailed):
+		return ReplyConditionFailed
 	case write && errors.Is(r.Err, partition.ErrUnknownOutcome):
 		// Before the retryable causes: a write whose ack was withheld
 		// because the lease lapsed is ErrLeaseExpired wrapping an unknown

@@ -53,6 +53,9 @@ type Acceptor struct {
 	log   *slog.Logger
 	slots chan struct{} // MaxInFlight
 	lock  chan struct{} // capacity 1: the step lock, acquirable under a context
+	// stopped is closed when the acceptor fails: it serves nothing until
+	// the process restarts, so the process must learn it (Stopped).
+	stopped chan struct{}
 
 	// Guarded by lock.
 	acc    *caspaxos.Acceptor
@@ -86,12 +89,13 @@ func NewAcceptor(cfg AcceptorConfig) (*Acceptor, error) {
 		return nil, fmt.Errorf("sysreg: acceptor %d: recover: %w", cfg.ID, err)
 	}
 	return &Acceptor{
-		id:    caspaxos.NodeID(cfg.ID),
-		store: cfg.Store,
-		log:   cfg.Logger.With("sysreg_acceptor", cfg.ID),
-		slots: make(chan struct{}, cfg.MaxInFlight),
-		lock:  make(chan struct{}, 1),
-		acc:   acc,
+		id:      caspaxos.NodeID(cfg.ID),
+		store:   cfg.Store,
+		log:     cfg.Logger.With("sysreg_acceptor", cfg.ID),
+		slots:   make(chan struct{}, cfg.MaxInFlight),
+		lock:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+		acc:     acc,
 	}, nil
 }
 
@@ -125,6 +129,14 @@ func (a *Acceptor) Err() error {
 	defer func() { <-a.lock }()
 	return a.failed
 }
+
+// Stopped is closed when the acceptor has failed (Err then says why).
+// From then on it answers every request 503 and would until the process
+// restarts and recovers it from its store; an agent that kept running
+// would be one system-register acceptor short, silently, so the agent
+// stops on it (fail-stop, as on a partition store failure) and its
+// supervisor restarts it.
+func (a *Acceptor) Stopped() <-chan struct{} { return a.stopped }
 
 // statusError is a refusal with its HTTP status.
 type statusError struct {
@@ -244,6 +256,9 @@ func (a *Acceptor) handleLocked(body []byte) ([]byte, error) {
 }
 
 func (a *Acceptor) fail(err error) error {
+	if a.failed == nil {
+		close(a.stopped)
+	}
 	a.failed = fmt.Errorf("%w: acceptor %d: %w", ErrAcceptorFailed, a.id, err)
 	a.log.Error("sysreg acceptor stopped", "err", a.failed)
 	return a.failed

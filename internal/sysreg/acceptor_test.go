@@ -200,6 +200,11 @@ func TestAcceptorStopsOnApplyFailure(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	require.ErrorIs(t, a.Err(), ErrAcceptorFailed)
 	require.ErrorIs(t, a.Err(), errDisk)
+	select {
+	case <-a.Stopped():
+	default:
+		t.Fatal("Stopped not closed after a failed Apply: the agent would keep running without its acceptor")
+	}
 
 	st.mu.Lock()
 	st.failErr = nil

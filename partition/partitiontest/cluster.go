@@ -353,8 +353,10 @@ func (c *Cluster) WaitReply(ref partition.ClientRef, d time.Duration) (ClientRep
 	var pending []ClientReply
 	defer func() { c.replies = append(pending, c.replies...) }()
 	for {
-		for _, r := range c.Replies() {
+		rs := c.Replies()
+		for i, r := range rs {
 			if r.Reply.Ref == ref {
+				pending = append(pending, rs[i+1:]...) // keep the others of the batch
 				return r, true
 			}
 			pending = append(pending, r)

@@ -29,6 +29,10 @@ type op struct {
 	path   string // the escaped request path
 	value  []byte
 	cons   routing.Consistency
+	// cas: a compare-and-set on the key's version expect (zero: the key
+	// holds no value).
+	cas    bool
+	expect routing.SessionToken
 	// The answer of a Get's successful attempt.
 	item  Item
 	found bool
@@ -37,7 +41,12 @@ type op struct {
 func (o *op) write() bool { return o.method != http.MethodGet }
 
 func (o *op) name() string {
-	if o.method == http.MethodDelete {
+	switch {
+	case o.cas && o.method == http.MethodDelete:
+		return "compare-and-delete"
+	case o.cas:
+		return "compare-and-set"
+	case o.method == http.MethodDelete:
 		return "delete"
 	}
 	return "put"
@@ -68,6 +77,13 @@ func (c *Client) attempt(ctx context.Context, o *op, t routing.Target) (routing.
 	hd := req.Header
 	if (o.write() || o.cons == routing.ConsistencyStrong) && t.Epoch != 0 {
 		hd[HeaderEpoch] = []string{strconv.FormatUint(t.Epoch, 10)}
+	}
+	if o.cas {
+		if o.expect.IsZero() {
+			hd[HeaderIfNoneMatch] = []string{"*"}
+		} else {
+			hd[HeaderIfMatch] = []string{o.expect.String()}
+		}
 	}
 	if !o.write() {
 		hd[HeaderConsistency] = []string{consistencyHeader(o.cons)}
@@ -216,6 +232,12 @@ func (c *Client) failure(ctx context.Context, o *op, t routing.Target, h http.He
 		return c.backOff(ctx, ae)
 	case st == http.StatusNotFound && ae.Code == CodeUnknownPartition:
 		return ae // this agent does not host the partition; another may
+	case st == http.StatusPreconditionFailed && o.cas && ae.Code == CodeConditionFailed:
+		cf := &ConditionFailedError{Key: o.key, Partition: t.Partition, Expected: o.expect, APIError: *ae}
+		if v, err := headerToken(h, HeaderVersion); err == nil && !v.IsZero() {
+			cf.Found, cf.Version = true, v
+		}
+		return routing.Permanent(cf)
 	case st == http.StatusBadRequest || st == http.StatusRequestEntityTooLarge:
 		return routing.Permanent(&RequestError{APIError: *ae})
 	case st >= 500 && o.write():

@@ -182,6 +182,28 @@ func (c *Client) Put(ctx context.Context, key string, value []byte) error {
 	return c.write(ctx, nil, http.MethodPut, key, value)
 }
 
+// CompareAndSet writes value under key only if the key's current version is
+// expected: an Item.Version a read returned, or the zero token for "the key
+// holds no value" (what GetItem returns for a missing key). The write
+// region decides in the order of its log, so of many CompareAndSets on one
+// version at most one is applied. A version that does not match is a
+// *ConditionFailedError (errors.Is ErrConditionFailed) carrying the key's
+// current version; nothing was written and it is not retried. Other errors
+// as Put's: an *UnknownOutcomeError may or may not have been applied.
+func (c *Client) CompareAndSet(ctx context.Context, key string, expected routing.SessionToken, value []byte) error {
+	return c.cas(ctx, nil, http.MethodPut, key, expected, value)
+}
+
+// CompareAndDelete removes key only if its current version is expected
+// (not zero: deleting an absent key needs no condition). Errors as
+// CompareAndSet's.
+func (c *Client) CompareAndDelete(ctx context.Context, key string, expected routing.SessionToken) error {
+	if expected.IsZero() {
+		return fmt.Errorf("%w: compare-and-delete needs a version", ErrInvalidRequest)
+	}
+	return c.cas(ctx, nil, http.MethodDelete, key, expected, nil)
+}
+
 // Delete removes key (deleting a missing key succeeds). Errors as Put's.
 func (c *Client) Delete(ctx context.Context, key string) error {
 	return c.write(ctx, nil, http.MethodDelete, key, nil)
@@ -208,6 +230,17 @@ func (c *Client) write(ctx context.Context, s *routing.Session, method, key stri
 		return fmt.Errorf("%w: value of %d bytes, MaxValueBytes %d", ErrInvalidRequest, len(value), c.maxValue)
 	}
 	o := &op{method: method, key: key, path: keyPath(key), value: value}
+	return c.exec(ctx, routing.Request{Write: true, Session: s}, o)
+}
+
+func (c *Client) cas(ctx context.Context, s *routing.Session, method, key string, expected routing.SessionToken, value []byte) error {
+	if err := c.checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > c.maxValue {
+		return fmt.Errorf("%w: value of %d bytes, MaxValueBytes %d", ErrInvalidRequest, len(value), c.maxValue)
+	}
+	o := &op{method: method, key: key, path: keyPath(key), value: value, cas: true, expect: expected}
 	return c.exec(ctx, routing.Request{Write: true, Session: s}, o)
 }
 

@@ -25,6 +25,8 @@ const (
 	HeaderVersion        = "Fm-Version"
 	HeaderRedirectReason = "Fm-Redirect-Reason"
 	HeaderWriteToken     = "Fm-Write-Token"
+	HeaderIfMatch        = "If-Match"
+	HeaderIfNoneMatch    = "If-None-Match"
 )
 
 // Decoding bounds: what an agent sends is outside input.

@@ -37,10 +37,11 @@ func TestContract(t *testing.T) {
 		{CodeBadBody, dataapi.CodeBadBody}, {CodeBadRequest, dataapi.CodeBadRequest},
 		{CodeNotFound, dataapi.CodeNotFound}, {CodeUnknownPartition, dataapi.CodeUnknownPartition},
 		{CodeNoRoute, dataapi.CodeNoRoute}, {CodeMethodNotAllowed, dataapi.CodeMethodNotAllowed},
-		{CodeInternal, dataapi.CodeInternal},
+		{CodeInternal, dataapi.CodeInternal}, {CodeConditionFailed, dataapi.CodeConditionFailed},
+		{HeaderIfMatch, dataapi.HeaderIfMatch}, {HeaderIfNoneMatch, dataapi.HeaderIfNoneMatch},
 	} {
 		assert.Equal(t, pair[1], pair[0])
-		if strings.HasPrefix(pair[0], "Fm-") {
+		if strings.HasPrefix(pair[0], "Fm-") || strings.HasPrefix(pair[0], "If-") {
 			assert.Equal(t, http.CanonicalHeaderKey(pair[0]), pair[0])
 		} else {
 			assert.True(t, validCode(pair[0]), pair[0])

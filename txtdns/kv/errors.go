@@ -28,6 +28,9 @@ var (
 	// than the client did: their partition counts (or partitioners)
 	// disagree, so routing cannot be right. Not retried.
 	ErrPartitionMismatch = errors.New("kv: agent and client disagree on the key's partition")
+	// ErrConditionFailed: a compare-and-set's expected version was not the
+	// key's; nothing was written. See ConditionFailedError.
+	ErrConditionFailed = errors.New("kv: condition failed")
 )
 
 // Error codes of the data API's JSON error body: stable, so callers may
@@ -54,6 +57,7 @@ const (
 	CodeNoRoute          = "no_route"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeInternal         = "internal"
+	CodeConditionFailed  = "condition_failed"
 )
 
 // APIError is an error response of an agent. The client retries the
@@ -148,3 +152,35 @@ func (e *UnknownOutcomeError) Is(target error) bool { return target == ErrUnknow
 func configErr(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 }
+
+// ConditionFailedError is a CompareAndSet or CompareAndDelete refused
+// because the key's version was not the expected one (412
+// condition_failed): certainly not applied, and not retried. Found and
+// Version are the key's state the write region compared against, committed
+// (Version is zero when the key holds no value), so the caller can retry
+// with them without another read.
+type ConditionFailedError struct {
+	Key       string
+	Partition uint32
+	Expected  routing.SessionToken // zero: "absent"
+	Found     bool
+	Version   routing.SessionToken
+	APIError  APIError
+}
+
+func (e *ConditionFailedError) Error() string {
+	exp, cur := "absent", "absent"
+	if !e.Expected.IsZero() {
+		exp = "version " + e.Expected.String()
+	}
+	if e.Found {
+		cur = "version " + e.Version.String()
+	}
+	return fmt.Sprintf("kv: compare-and-set %.64q (partition %d): expected %s, key is %s", e.Key, e.Partition, exp, cur)
+}
+
+// Unwrap returns the APIError.
+func (e *ConditionFailedError) Unwrap() error { return &e.APIError }
+
+// Is makes errors.Is(err, ErrConditionFailed) hold.
+func (e *ConditionFailedError) Is(target error) bool { return target == ErrConditionFailed }

@@ -57,6 +57,11 @@ func (s *Session) Put(ctx context.Context, key string, value []byte) error {
 	return s.c.write(ctx, s.s, http.MethodPut, key, value)
 }
 
+// CompareAndSet is Client.CompareAndSet within the session.
+func (s *Session) CompareAndSet(ctx context.Context, key string, expected routing.SessionToken, value []byte) error {
+	return s.c.cas(ctx, s.s, http.MethodPut, key, expected, value)
+}
+
 // Delete is Client.Delete within the session.
 func (s *Session) Delete(ctx context.Context, key string) error {
 	return s.c.write(ctx, s.s, http.MethodDelete, key, nil)
