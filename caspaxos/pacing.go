@@ -2,6 +2,7 @@ package caspaxos
 
 import (
 	"container/list"
+	"slices"
 	"time"
 )
 
@@ -33,9 +34,21 @@ import (
 // whose rounds it cannot see; a chain whose gap was still too short shows
 // it as a NAK, and the NAKed proposer moves behind its rival next time.
 //
+// Two rules keep a settled chain settled (session 8). A paced proposal
+// that sees no rival most likely cut off the predecessor it waited for (a
+// round slower than the gap, a slow fsync: the predecessor's value had not
+// reached the acceptors when this prepare did), so it keeps its pace
+// instead of becoming a second first proposer at the next event; only
+// paceMisses such proposals in a row forget it. And a learned delay is at
+// most one gap per rival known on the key, plus one: in a chain of n
+// rivals no place is further back, and a rival dated by a late retry (the
+// warm-up's collisions) would otherwise stretch the chain, and every
+// member's latency, for as many events as the chain has members.
+//
 // What it remembers is bounded (MaxPacedKeys, least recently used first
-// out) and forgotten after PaceMemory: a key that stopped seeing rivals
-// proposes at once again. A proposer alone on its key never waits.
+// out; maxRivals per key) and forgotten after PaceMemory: a key that
+// stopped seeing rivals proposes at once again. A proposer alone on its
+// key never waits.
 
 // Pacer holds the per-key first-attempt delays. It is a deterministic
 // value: time is passed in.
@@ -51,7 +64,22 @@ type paceEntry struct {
 	delay  time.Duration
 	at     time.Duration // when it was learned
 	streak int           // proposals in a row that saw a rival
+	misses int           // paced proposals in a row that saw no rival
+	// rivals are the other proposers seen on the key (at most maxRivals):
+	// how long the chain is, which a NAKed proposal retries behind.
+	rivals []NodeID
 }
+
+// maxRivals bounds the rivals remembered per key.
+const maxRivals = 64
+
+// paceMisses is how many paced proposals in a row may see no rival before
+// the pace is forgotten. A paced proposal that sees none most likely cut
+// off the predecessor it waited for (a round slower than the gap: its
+// value never reached the acceptors before this prepare), not that it has
+// become first; forgetting at once would put two proposers first at the
+// next event.
+const paceMisses = 2
 
 // paceStreak is how many proposals in a row must see a rival before the
 // next one waits.
@@ -85,32 +113,67 @@ func (p *Pacer) Wait(now time.Duration, key string) time.Duration {
 }
 
 // Learn sets the delay of key's next first attempt, after a proposal that
-// saw a rival; zero (no rival) forgets the key.
-func (p *Pacer) Learn(now time.Duration, key string, delay time.Duration) {
+// saw a rival (rivals: the other proposers it saw); zero (no rival)
+// forgets the key, unless the proposal was paced (it waited for a
+// rival): then the pace is kept up to paceMisses times in a row.
+func (p *Pacer) Learn(now time.Duration, key string, delay time.Duration, paced bool, rivals []NodeID) {
 	if p == nil {
 		return
 	}
 	e, ok := p.keys[key]
 	if delay <= 0 {
-		if ok {
+		if !ok {
+			return
+		}
+		pe := e.Value.(*paceEntry)
+		pe.misses++
+		if !paced || pe.misses >= paceMisses || now-pe.at > p.memory {
 			p.remove(e)
 		}
 		return
 	}
-	if ok {
-		pe := e.Value.(*paceEntry)
-		if now-pe.at > p.memory {
-			pe.streak = 0 // the earlier rivals are forgotten
+	if !ok {
+		e = p.lru.PushFront(&paceEntry{key: key})
+		p.keys[key] = e
+		for p.lru.Len() > p.max {
+			p.remove(p.lru.Back())
 		}
-		pe.delay, pe.at = delay, now
-		pe.streak = min(pe.streak+1, paceStreak)
-		p.lru.MoveToFront(e)
-		return
 	}
-	p.keys[key] = p.lru.PushFront(&paceEntry{key: key, delay: delay, at: now, streak: 1})
-	for p.lru.Len() > p.max {
-		p.remove(p.lru.Back())
+	pe := e.Value.(*paceEntry)
+	if now-pe.at > p.memory {
+		pe.streak, pe.rivals = 0, pe.rivals[:0] // the earlier rivals are forgotten
 	}
+	pe.delay, pe.at, pe.misses = delay, now, 0
+	pe.streak = min(pe.streak+1, paceStreak)
+	for _, id := range rivals {
+		pe.rivals = addRival(pe.rivals, id)
+	}
+	p.lru.MoveToFront(e)
+}
+
+// Rivals returns how many other proposers were seen on key within the
+// memory: the length of the chain a NAKed proposal retries behind.
+func (p *Pacer) Rivals(now time.Duration, key string) int {
+	if p == nil {
+		return 0
+	}
+	e, ok := p.keys[key]
+	if !ok {
+		return 0
+	}
+	pe := e.Value.(*paceEntry)
+	if now-pe.at > p.memory {
+		return 0
+	}
+	return len(pe.rivals)
+}
+
+// addRival adds id to the set ids (bounded by maxRivals).
+func addRival(ids []NodeID, id NodeID) []NodeID {
+	if slices.Contains(ids, id) || len(ids) >= maxRivals {
+		return ids
+	}
+	return append(ids, id)
 }
 
 // Len returns the number of keys with a delay.

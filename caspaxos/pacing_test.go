@@ -55,7 +55,7 @@ func TestPacerRemembersBoundedAndForgets(t *testing.T) {
 			p := NewPacer(time.Minute, tc.max)
 			for i, s := range tc.steps {
 				if s.learn {
-					p.Learn(s.at, s.key, s.delay)
+					p.Learn(s.at, s.key, s.delay, false, nil)
 					continue
 				}
 				assert.Equal(t, s.delay, p.Wait(s.at, s.key), "step %d", i)
@@ -65,8 +65,58 @@ func TestPacerRemembersBoundedAndForgets(t *testing.T) {
 	}
 	var off *Pacer
 	assert.Zero(t, off.Wait(0, "k"), "a nil pacer (pacing off) never waits")
-	off.Learn(0, "k", time.Second)
+	off.Learn(0, "k", time.Second, false, []NodeID{2})
 	assert.Zero(t, off.Len())
+	assert.Zero(t, off.Rivals(0, "k"))
+}
+
+// TestPacerKeepsPaceAfterAMiss: a paced proposal that saw no rival most
+// likely cut off the predecessor it waited for, so its pace stays, up to
+// paceMisses such proposals in a row; an unpaced one (it went first)
+// forgets at once.
+func TestPacerKeepsPaceAfterAMiss(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name   string
+		paced  []bool // proposals after the pace was learned twice, none of them seeing a rival
+		wait   time.Duration
+		rivals int
+	}{
+		{"went first: forgets", []bool{false}, 0, 0},
+		{"one paced miss keeps the pace", []bool{true}, 150 * ms, 2},
+		{"paceMisses paced misses in a row forget", []bool{true, true}, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPacer(time.Minute, 4)
+			p.Learn(0, "k", 150*ms, false, []NodeID{2})
+			p.Learn(30*time.Second, "k", 150*ms, true, []NodeID{3, 2})
+			for i, paced := range tc.paced {
+				p.Learn(time.Minute+time.Duration(i)*ms, "k", 0, paced, nil)
+			}
+			assert.Equal(t, tc.wait, p.Wait(time.Minute+10*ms, "k"))
+			assert.Equal(t, tc.rivals, p.Rivals(time.Minute+10*ms, "k"))
+		})
+	}
+	t.Run("a rival after a miss resets the count", func(t *testing.T) {
+		p := NewPacer(time.Minute, 4)
+		p.Learn(0, "k", 150*ms, false, nil)
+		p.Learn(ms, "k", 150*ms, false, nil)
+		p.Learn(2*ms, "k", 0, true, nil)
+		p.Learn(3*ms, "k", 200*ms, true, nil)
+		p.Learn(4*ms, "k", 0, true, nil)
+		assert.Equal(t, 200*ms, p.Wait(5*ms, "k"))
+	})
+	t.Run("rivals are bounded and forgotten with the memory", func(t *testing.T) {
+		p := NewPacer(time.Minute, 4)
+		for i := range 2 * maxRivals {
+			p.Learn(0, "k", ms, false, []NodeID{NodeID(i + 2), NodeID(i + 2)})
+		}
+		assert.Equal(t, maxRivals, p.Rivals(0, "k"))
+		assert.Zero(t, p.Rivals(time.Minute+1, "k"))
+		p.Learn(time.Minute+1, "k", ms, false, []NodeID{9})
+		assert.Equal(t, 1, p.Rivals(time.Minute+1, "k"), "the rivals before the memory are dropped")
+	})
 }
 
 func TestBackoffPaceGap(t *testing.T) {
@@ -101,9 +151,10 @@ func TestBackoffPaceGap(t *testing.T) {
 // proposer 1 proposes and proposer 2 follows 50 ms later, before 1's round
 // reaches the acceptors; 2's round wins, 1 is refused and retries, having
 // seen 2's ballot (dated 50 ms after its own request). Rivals twice in a
-// row, so 1's next proposal waits 50 ms plus the pace gap (the 100 ms
+// row, so 1's next proposal waits 50 ms plus the pace gap (the 115 ms
 // floor: the harness delivers instantly, so the EMA is zero) before its
-// first attempt. A proposal that sees no rival forgets the pace.
+// first attempt, at most one gap per rival known plus one. A paced
+// proposal that sees no rival keeps the pace once; the next forgets it.
 func TestProposerPacesFirstAttemptBehindItsRival(t *testing.T) {
 	ms := time.Millisecond
 	cases := []struct {
@@ -114,12 +165,14 @@ func TestProposerPacesFirstAttemptBehindItsRival(t *testing.T) {
 		wait   time.Duration
 		once   bool // the rival shows up the first time only
 	}{
-		{"rival seen", nil, 10050 * ms, 50 * time.Second, 150 * ms, false},
+		{"rival seen", nil, 10050 * ms, 50 * time.Second, 165 * ms, false},
 		{"rival seen once", nil, 10050 * ms, 50 * time.Second, 0, true},
+		// 500 ms + the gap is past one gap per rival known (1) plus one.
+		{"a late rival is capped by the chain", nil, 10500 * ms, 50 * time.Second, 230 * ms, false},
 		// 1 proposes at 10 s + 400 us (see below), 2 at 10 s + 600 us, and
 		// the messages move 2 ms later: 2's ballot dates it at 10 s, before
 		// 1's request but in the same millisecond, which is all a ballot says.
-		{"rival in the same millisecond", nil, 10*time.Second + 600*time.Microsecond, 50 * time.Second, 100 * ms, false},
+		{"rival in the same millisecond", nil, 10*time.Second + 600*time.Microsecond, 50 * time.Second, 115 * ms, false},
 		{"alone", nil, 0, 50 * time.Second, 0, false},
 		{"rival before the request is no rival", nil, 9950 * ms, 50 * time.Second, 0, false},
 		{"pace forgotten after PaceMemory", nil, 10050 * ms, 41*time.Second + DefaultPaceMemory, 0, false},
@@ -170,7 +223,12 @@ func TestProposerPacesFirstAttemptBehindItsRival(t *testing.T) {
 			assert.Equal(t, 1, r.Attempts, "waiting for the rival is not a round")
 			assert.Equal(t, tc.wait > 0, p.Stats().Paced == 1)
 
-			// Alone this time: the next proposal goes at once.
+			// Alone this time. A paced proposal that saw no rival keeps its
+			// pace once (it may have cut off its predecessor); the one
+			// after goes at once.
+			r = c.do(1, "k", Read())
+			require.NoError(t, r.Err)
+			assert.Equal(t, tc.wait, r.End-r.Start, "a paced miss keeps the pace")
 			r = c.do(1, "k", Read())
 			require.NoError(t, r.Err)
 			assert.Equal(t, r.Start, r.End)

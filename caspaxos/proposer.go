@@ -78,6 +78,11 @@ type request struct {
 	// one); it paces the key's next proposal (pacing.go).
 	rivalAt   time.Duration
 	rivalSeen bool
+	// rivals are the other proposers whose rounds on the key started at
+	// or after this request (at most maxRivals); paced: its first attempt
+	// waited for a rival.
+	rivals []NodeID
+	paced  bool
 }
 
 // keyState is everything the proposer tracks for one key.
@@ -289,6 +294,7 @@ func (p *Proposer) begin(now time.Duration, ks *keyState) {
 	if ks.cur.kind == kindChange {
 		if w := p.pacer.Wait(now, ks.key); w > 0 {
 			p.stats.Paced++
+			ks.cur.paced = true
 			ks.phase = phaseBackoff
 			p.setTimer(ks, now+w)
 			return
@@ -305,9 +311,15 @@ func (p *Proposer) learnPace(now time.Duration, ks *keyState, r *request) {
 	}
 	d := time.Duration(0)
 	if r.rivalSeen {
-		d = min(r.rivalAt-r.start.Truncate(time.Millisecond)+p.backoff.PaceGap(p.cfg.PaceGapMin), p.cfg.BackoffMax)
+		// One gap after the rival's start offset, but at most one gap per
+		// rival known on the key (plus one): in a settled chain of n
+		// rivals no place is further back, and a rival dated by a late
+		// retry would otherwise stretch the chain for several events.
+		gap := p.backoff.PaceGap(p.cfg.PaceGapMin)
+		n := max(p.pacer.Rivals(now, ks.key), len(r.rivals))
+		d = min(r.rivalAt-r.start.Truncate(time.Millisecond)+gap, time.Duration(n+1)*gap, p.cfg.BackoffMax)
 	}
-	p.pacer.Learn(now, ks.key, d)
+	p.pacer.Learn(now, ks.key, d, r.paced, r.rivals)
 }
 
 // turnWait returns how long a new proposal on ks waits for the
@@ -467,8 +479,11 @@ func (p *Proposer) noteForeign(now time.Duration, ks *keyState, b Ballot) {
 	}
 	// Ballot counters are milliseconds: a rival that reacted in the same
 	// millisecond as this request dates at or after its truncated start.
-	if r := ks.cur; r != nil && at >= r.start.Truncate(time.Millisecond) && (!r.rivalSeen || r.rivalAt < at) {
-		r.rivalAt, r.rivalSeen = at, true
+	if r := ks.cur; r != nil && at >= r.start.Truncate(time.Millisecond) {
+		r.rivals = addRival(r.rivals, b.Proposer)
+		if !r.rivalSeen || r.rivalAt < at {
+			r.rivalAt, r.rivalSeen = at, true
+		}
 	}
 }
 

@@ -111,7 +111,7 @@ const (
 	DefaultTurnLength     = 250 * time.Millisecond
 	DefaultTurnMemory     = time.Minute
 	DefaultPaceMemory     = 2 * time.Minute
-	DefaultPaceGapMin     = 100 * time.Millisecond
+	DefaultPaceGapMin     = 115 * time.Millisecond
 	DefaultMaxPacedKeys   = 65536
 	// MaxTurns bounds the turn cycle.
 	MaxTurns = 1024

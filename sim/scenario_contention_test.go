@@ -264,13 +264,15 @@ func TestContentionTurns(t *testing.T) {
 // least as much as the exponential backoff, and keep its p99 within 1.5x
 // of no backoff's. In the steady shape (independent heartbeats) the
 // collisions are coincidences no backoff can foresee (docs/BENCHMARKS.md),
-// so only the cost side is held: goodput and p99. The seeds are three of
-// the 16 of 1..20 with no NAK after the warm-up; seeds 3, 9, 10 and 19 each
-// have 2 to 5 (slow-fsync tails, see BENCHMARKS.md).
+// so only the cost side is held: goodput and p99. Seeds 3, 23 and 29 had
+// 3, 6 and 10 NAKs after the warm-up before session 8's two pacing rules
+// (a paced miss keeps the pace, the delay is capped by the chain; see
+// BENCHMARKS.md): seed 29's began with a slow round cut off by its
+// successor, who then forgot its pace and went first too.
 func TestContentionAdaptiveTargets(t *testing.T) {
 	variants := contentionVariants()[:3] // none, exponential, adaptive
 	for _, burst := range []bool{true, false} {
-		for _, seed := range []uint64{1, 2, 4} {
+		for _, seed := range []uint64{3, 23, 29} {
 			t.Run(fmt.Sprintf("burst=%v/seed%d", burst, seed), func(t *testing.T) {
 				cfg := Config{Scenario: contentionScenario{burst: burst}.Name(), Seed: seed, Faults: FaultsNone}
 				require.NoError(t, cfg.normalize())
@@ -296,4 +298,45 @@ func TestContentionAdaptiveTargets(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestContentionBurstTargetsPooled holds issue 18's targets for the burst
+// shape the way docs/BENCHMARKS.md reports them, pooled over seeds 1..40
+// (about 36,400 rounds after the warm-up, so that zero NAKs is a rate
+// below 0.0028%): no NAK after the warm-up, no proposal given up, mean
+// goodput at least exponential's and mean p99 within 1.5x of no
+// backoff's. Without the chain cap on the learned delay the p99 is 1.55x;
+// with the old 100 ms gap floor there are 30 NAKs after the warm-up.
+func TestContentionBurstTargetsPooled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("40 simulated hours x 3 backoffs")
+	}
+	variants := contentionVariants()[:3]
+	sum := map[string]map[string]float64{}
+	const seeds = 40
+	for seed := uint64(1); seed <= seeds; seed++ {
+		cfg := Config{Scenario: "contention-burst", Seed: seed, Faults: FaultsNone}
+		require.NoError(t, cfg.normalize())
+		for _, v := range variants {
+			v.burst = true
+			r, err := runContention(cfg, v, nil)
+			require.NoError(t, err)
+			require.Empty(t, r.Violations, "seed %d %s", seed, v.name)
+			if sum[v.name] == nil {
+				sum[v.name] = map[string]float64{}
+			}
+			for k, x := range r.Metrics {
+				sum[v.name][k] += x
+			}
+		}
+	}
+	none, exp, ad := sum["none"], sum["exponential"], sum["adaptive"]
+	t.Logf("adaptive: naks_warm %v of %v rounds, p99 %.0f ms (none %.0f), goodput %.5f (exponential %.5f)",
+		ad["naks_warm"], ad["rounds_warm"], ad["latency_p99_ms"]/seeds, none["latency_p99_ms"]/seeds,
+		ad["goodput_per_second"]/seeds, exp["goodput_per_second"]/seeds)
+	assert.Zero(t, ad["naks_warm"], "no conflict after the warm-up")
+	assert.Greater(t, ad["rounds_warm"], 1/0.000028, "enough rounds for zero to mean below 0.0028%")
+	assert.Zero(t, ad["failures"], "no proposal given up")
+	assert.GreaterOrEqual(t, ad["goodput_per_second"], exp["goodput_per_second"], "goodput at least exponential's")
+	assert.LessOrEqual(t, ad["latency_p99_ms"], 1.5*none["latency_p99_ms"], "p99 within 1.5x of no backoff's")
 }
