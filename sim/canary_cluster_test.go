@@ -4,7 +4,6 @@ package sim
 
 import (
 	"context"
-	"strings"
 	"testing"
 )
 
@@ -12,9 +11,11 @@ import (
 // binary: a follower that applies appends of an older epoch
 // (partition/canary_on.go), a failover that ignores the write-quorum set
 // (failover/canary_wq_on.go), a takeover without the drift margin
-// (failover/canary_drift_on.go). Each must be caught within 50 cluster
-// swarm seeds with a safety violation (a liveness failure can happen
-// without any canary):
+// (failover/canary_drift_on.go). Each must be caught within 50 seeds with
+// a safety violation (a liveness failure can happen without any canary):
+// 10 seeds of cluster-edge-drift (drift at the bound, the write region cut
+// from the others: the edge the drift margin guards) and 40 cluster swarm
+// seeds.
 //
 //	go test -tags fmnode_canary_stale -run TestCanaryIsCaught ./sim/
 //	go test -tags fmnode_canary_wq -run TestCanaryIsCaught ./sim/
@@ -22,36 +23,31 @@ import (
 func TestCanaryIsCaught(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	caught := uint64(0)
-	Sweep(ctx, Config{Scenario: "cluster", Faults: FaultsSwarm}, 1, 50, 2, func(r SweepResult) {
-		if r.Err != nil {
-			t.Error(r.Err)
-			return
+	caught, runs := "", 0
+	for _, sw := range []struct {
+		cfg    Config
+		lo, hi uint64
+	}{
+		{Config{Scenario: "cluster-edge-drift", Faults: FaultsNone}, 1, 10},
+		{Config{Scenario: "cluster", Faults: FaultsSwarm}, 1, 40},
+	} {
+		if caught != "" {
+			break
 		}
-		if safetyFailure(r.Result) && caught == 0 {
-			caught = r.Result.Seed
-			t.Logf("caught at seed %d: %v", caught, r.Result.Violations)
-			cancel()
-		}
-	})
-	if caught == 0 {
-		t.Fatal("the canary passed 50 cluster seeds")
-	}
-}
-
-// safetyFailure: the run broke a safety check. A liveness failure does not
-// count as a catch: seeds can fail liveness without any canary (swarm seed
-// 49 does), so only a safety violation shows the canary was caught.
-func safetyFailure(r Result) bool {
-	if r.Linearizable != LinOK && r.Linearizable != LinSkipped {
-		return true
-	}
-	for _, v := range r.Violations {
-		for _, k := range []string{ViolationInvariant, ViolationConvergence, ViolationLinearizability} {
-			if strings.HasPrefix(v, k+" ") {
-				return true
+		Sweep(ctx, sw.cfg, sw.lo, sw.hi, 2, func(r SweepResult) {
+			runs++
+			if r.Err != nil {
+				t.Error(r.Err)
+				return
 			}
-		}
+			if safetyFailure(r.Result) && caught == "" {
+				caught = r.Result.Replay
+				t.Logf("caught after %d runs by %s: %v", runs, caught, r.Result.Violations)
+				cancel()
+			}
+		})
 	}
-	return false
+	if caught == "" {
+		t.Fatalf("the canary passed %d seeds (10 cluster-edge-drift, 40 cluster swarm)", runs)
+	}
 }
