@@ -30,10 +30,11 @@ import (
 //     about its lease, so that commits and strong reads in flight straddle
 //     the lease's expiry: acknowledgements after it are withheld (unknown
 //     outcome) and strong reads refused.
-//   - wq-lag: one follower region's disk stalls (it lags, the write region
-//     shrinks it out of the write quorum), then the write region is powered
-//     off: the failover must pick a write-quorum member, never the live,
-//     lagging non-member.
+//   - wq-lag: the follower region first in the partitions' priority is cut
+//     from the write region only (it lags, and the write region shrinks it
+//     out of the write quorum), then the write region is powered off and
+//     the lagging region's cut heals: the failover must pick the other
+//     member, never the live, lagging, better-ranked non-member.
 //   - min-durability: minimum durability 2; one follower stalls (shrunk to
 //     exactly two members), then the other follower stalls too: its shrink
 //     is refused at the floor and strong writes wait rather than commit in
@@ -271,9 +272,10 @@ type edgeState struct {
 	// script began (counted from there, crashed incarnations' included).
 	withheldFrom uint64
 	// cutWrites0 is the cut region's store writes when the cut began.
-	cutWrites0 uint64
+	cutWrites0 map[*partition.Host]uint64
 	gapSet     bool
 	cutTries   int
+	lagCut     CutSet
 	refusedSet map[string]bool
 }
 
@@ -365,10 +367,11 @@ func (es *edgeState) cycle() {
 		length = es.pause()
 	case edgeWQLag:
 		es.target = es.busiestRegion()
-		es.stall(es.follower(1), edgeStallFor)
-		// Past GrayStall: the stalled follower's verdict shrinks it out.
+		es.lagFrom(es.firstCandidate())
+		// Past GrayStall: the lagging follower's stall verdict shrinks it
+		// out of the write quorum.
 		es.after(es.profile().GrayStall+2*time.Second, esPowerOff)
-		length = edgeStallFor + edgeOutageFor
+		length = es.profile().GrayStall + 2*time.Second + edgeOutageFor
 	case edgeMinDurability:
 		es.target = es.busiestRegion()
 		es.stall(es.follower(1), edgeStallFor)
@@ -464,6 +467,34 @@ func (es *edgeState) busiestRegion() int {
 	return best
 }
 
+// firstCandidate is the region that the target's partitions rank first
+// after their write region most often (their priority): stalled, shrunk
+// out and passed over, it is the candidate the write-quorum filter has
+// to refuse.
+func (es *edgeState) firstCandidate() int {
+	fw := es.fw
+	n := make([]int, len(fw.regions))
+	for i := range fw.parts {
+		s := fw.reg[i].state
+		if fw.regionIndex(s.WriteRegion) != es.target {
+			continue
+		}
+		for _, r := range s.Priority {
+			if r != s.WriteRegion {
+				n[fw.regionIndex(r)]++
+				break
+			}
+		}
+	}
+	best := es.follower(1)
+	for r := range n {
+		if n[r] > n[best] {
+			best = r
+		}
+	}
+	return best
+}
+
 // follower is the k-th region after the target.
 func (es *edgeState) follower(k int) int { return (es.target + k) % len(es.fw.regions) }
 
@@ -492,7 +523,7 @@ func (es *edgeState) startCut() {
 	fw.e.w.Links.Apply(es.cut, +1)
 	fw.e.w.Faults[FaultPartitionRegion]++
 	es.cutOn = true
-	es.cutWrites0 = es.regionWrites(es.target)
+	es.cutWrites0, _ = es.regionWrites(es.target, nil)
 	fw.ct.fault(fw.now(), "edge: %s cut from the other regions (not from its clients)", fw.regions[es.target])
 }
 
@@ -503,21 +534,28 @@ func (es *edgeState) healCut() {
 	}
 	fw.e.w.Links.Apply(es.cut, -1)
 	es.cutOn = false
-	es.fig.CutWritesHandedDown += es.regionWrites(es.target) - es.cutWrites0
+	_, n := es.regionWrites(es.target, es.cutWrites0)
+	es.fig.CutWritesHandedDown += n
 	fw.ct.fault(fw.now(), "edge: %s's cut healed", fw.regions[es.target])
 	if es.s.edge == edgeDrift || es.s.edge == edgeDriftBeyond {
 		es.after(0, esUndrift)
 	}
 }
 
-func (es *edgeState) regionWrites(ri int) uint64 {
+// regionWrites returns region ri's hosts' store writes (by host), and
+// adds up how many each made since since (a host that restarted counts
+// from zero).
+func (es *edgeState) regionWrites(ri int, since map[*partition.Host]uint64) (map[*partition.Host]uint64, uint64) {
+	now := map[*partition.Host]uint64{}
 	var n uint64
 	for _, x := range es.regionNodes(ri) {
 		if h := es.fw.nodes[x].host; h != nil {
-			n += h.Stats().Writes
+			w := h.Stats().Writes
+			now[h] = w
+			n += w - min(w, since[h])
 		}
 	}
-	return n
+	return now, n
 }
 
 // pause stops the busiest write node for about its lease: from a
@@ -568,7 +606,28 @@ func (es *edgeState) secondStall() {
 	es.after(es.profile().GrayStall+time.Second, esScan)
 }
 
+// lagFrom cuts region ri from the target (both ways, nothing else): it
+// stays live and heard by the third region, but receives none of the
+// target's appends, so it lags.
+func (es *edgeState) lagFrom(ri int) {
+	fw := es.fw
+	es.lagCut = cutBetween(len(fw.nodes), es.regionNodes(es.target), es.regionNodes(ri), true)
+	fw.e.w.Links.Apply(es.lagCut, +1)
+	fw.e.w.Faults[FaultPartitionBridge]++
+	fw.ct.fault(fw.now(), "edge: %s cut from %s only (it lags)", fw.regions[ri], fw.regions[es.target])
+}
+
+func (es *edgeState) healLag() {
+	if es.lagCut != nil {
+		es.fw.e.w.Links.Apply(es.lagCut, -1)
+		es.lagCut = nil
+	}
+}
+
+// powerOff powers the target off; a lagging region's cut heals with it,
+// so that region is a live candidate the failover must pass over.
 func (es *edgeState) powerOff() {
+	es.healLag()
 	es.outage = es.cs.outage("edge write region", es.regionNodes(es.target))
 	es.after(edgeOutageFor, esPowerOn)
 }
@@ -615,6 +674,7 @@ func (es *edgeState) scan() {
 func (es *edgeState) stop() {
 	es.stopped = true
 	es.healCut()
+	es.healLag()
 	es.resume()
 	es.powerOn()
 	es.scan()
