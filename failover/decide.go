@@ -198,7 +198,25 @@ func (d *Decision) because(format string, args ...any) {
 func Decide(cfg Config, s State, ev Evidence) Decision {
 	var d Decision
 	if ev.WriteRegionFailed {
-		return decideFailover(cfg, s, ev)
+		d = decideFailover(cfg, s, ev)
+		if d.Kind != DecideNone || s.Phase != PhaseSwitchover {
+			return d
+		}
+		// No region qualifies for a takeover, and a switchover runs: its
+		// own fence stalls the write region's commits while clients get
+		// errors, which observers may take for a gray failure. The
+		// switchover must still complete or time out and unfence the
+		// write region, or the partition stays fenced for as long as no
+		// candidate qualifies.
+		sd := decideSwitchover(cfg, s, ev)
+		if sd.Kind != DecideNone {
+			sd.Reasons = append(d.Reasons, sd.Reasons...)
+			return sd
+		}
+		if sd.RetryAt != 0 && (d.RetryAt == 0 || sd.RetryAt < d.RetryAt) {
+			d.RetryAt = sd.RetryAt
+		}
+		return d
 	}
 	if s.Phase == PhaseSwitchover {
 		return decideSwitchover(cfg, s, ev)

@@ -502,3 +502,42 @@ func TestExplainTimesAreRelative(t *testing.T) {
 	assert.Contains(t, out, "epoch 2 10s ago: failover east->north by north: lease lapsed")
 	assert.NotContains(t, out, "1m30s")
 }
+
+// A switchover whose write region looks failed while no region qualifies
+// for a failover still times out and unfences it. Its own fence stalls
+// the write region's commit LSN while clients get errors (gray evidence),
+// so observers call it failed; with the target never-promote (a drain)
+// and the third region outside the write quorum, Decide answered "no
+// candidate qualifies" and never reached the switchover's timeout: the
+// partition stayed fenced until the operator lifted never-promote
+// (cluster-edge-min-durability seed 3, 10 minutes without a write).
+func TestSwitchoverTimesOutWhileItsFencedWriteRegionLooksFailed(t *testing.T) {
+	cfg := DefaultConfig()
+	s := newTestState(t, Strong)
+	d, err := RequestSwitchover(cfg, s, healthy(0, "east", nil), "west", "planned")
+	require.NoError(t, err)
+	s = *d.Next
+	s.FenceRecorded, s.SwitchoverLSN = true, 61
+	s.NeverPromote = []Region{"west"}
+	wq, err := s.WriteQuorum.Shrink("north")
+	require.NoError(t, err)
+	s.WriteQuorum = wq
+	require.NoError(t, s.Validate())
+	gray := func(now time.Duration) Evidence {
+		ev := healthy(now, "north", map[Region]LSN{"east": 61, "west": 58, "north": 58})
+		ev.WriteRegionFailed, ev.FailureWhy = true, "gray failure of node 1"
+		return ev
+	}
+
+	d = Decide(cfg, s, gray(cfg.GracefulTimeout/2))
+	assert.Equal(t, DecideNone, d.Kind, "before the timeout: no candidate, nothing to write")
+	assert.Contains(t, d.Suppressed, "no candidate qualifies")
+	assert.Equal(t, cfg.GracefulTimeout, d.RetryAt, "the switchover's timeout is when to look again")
+
+	d = Decide(cfg, s, gray(cfg.GracefulTimeout))
+	require.Equal(t, DecideAbortSwitchover, d.Kind, "%v %s", d.Reasons, d.Suppressed)
+	assert.Equal(t, PhaseSteady, d.Next.Phase)
+	assert.Equal(t, Region("east"), d.Next.WriteRegion)
+	assert.Equal(t, Epoch(2), d.Next.Epoch, "unfenced at a new epoch")
+	require.NoError(t, d.Next.Validate())
+}

@@ -3,8 +3,7 @@
 package sim
 
 import (
-	"context"
-	"strings"
+	"sync"
 	"testing"
 )
 
@@ -12,46 +11,41 @@ import (
 // binary: a follower that applies appends of an older epoch
 // (partition/canary_on.go), a failover that ignores the write-quorum set
 // (failover/canary_wq_on.go), a takeover without the drift margin
-// (failover/canary_drift_on.go). Each must be caught within 50 cluster
-// swarm seeds with a safety violation (a liveness failure can happen
-// without any canary):
+// (failover/canary_drift_on.go). Each must be caught within 50 seeds with
+// a safety violation (a liveness failure can happen without any canary).
+// The sweep interleaves seed k of cluster-edge-drift (drift at the bound,
+// the write region cut from the others: the edge the drift margin guards)
+// with seed k of cluster under swarm, k = 1..25, two at a time.
 //
 //	go test -tags fmnode_canary_stale -run TestCanaryIsCaught ./sim/
 //	go test -tags fmnode_canary_wq -run TestCanaryIsCaught ./sim/
 //	go test -tags fmnode_canary_drift -run TestCanaryIsCaught ./sim/
 func TestCanaryIsCaught(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	caught := uint64(0)
-	Sweep(ctx, Config{Scenario: "cluster", Faults: FaultsSwarm}, 1, 50, 2, func(r SweepResult) {
-		if r.Err != nil {
-			t.Error(r.Err)
-			return
+	cfgs := []Config{{Scenario: "cluster-edge-drift", Faults: FaultsNone}, {Scenario: "cluster", Faults: FaultsSwarm}}
+	runs := 0
+	for seed := uint64(1); seed <= 25; seed++ {
+		res := make([]Result, len(cfgs))
+		errs := make([]error, len(cfgs))
+		var wg sync.WaitGroup
+		for i, c := range cfgs {
+			c.Seed = seed
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res[i], errs[i] = Run(c)
+			}()
 		}
-		if safetyFailure(r.Result) && caught == 0 {
-			caught = r.Result.Seed
-			t.Logf("caught at seed %d: %v", caught, r.Result.Violations)
-			cancel()
-		}
-	})
-	if caught == 0 {
-		t.Fatal("the canary passed 50 cluster seeds")
-	}
-}
-
-// safetyFailure: the run broke a safety check. A liveness failure does not
-// count as a catch: seeds can fail liveness without any canary (swarm seed
-// 49 does), so only a safety violation shows the canary was caught.
-func safetyFailure(r Result) bool {
-	if r.Linearizable != LinOK && r.Linearizable != LinSkipped {
-		return true
-	}
-	for _, v := range r.Violations {
-		for _, k := range []string{ViolationInvariant, ViolationConvergence, ViolationLinearizability} {
-			if strings.HasPrefix(v, k+" ") {
-				return true
+		wg.Wait()
+		for i := range cfgs {
+			runs++
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			if safetyFailure(res[i]) {
+				t.Logf("caught after %d runs by %s: %v", runs, res[i].Replay, res[i].Violations)
+				return
 			}
 		}
 	}
-	return false
+	t.Fatalf("the canary passed %d seeds (25 cluster-edge-drift, 25 cluster swarm)", runs)
 }

@@ -37,6 +37,11 @@ type clusterState struct {
 	// crashed (their hosts' counters went with them).
 	staleRejectedPast        uint64
 	sessionReads, eventReads int
+	// acksWithheldPast: the lease gate's withheld acknowledgements of
+	// incarnations that crashed (partition.HostStats.AcksWithheld).
+	acksWithheldPast uint64
+	// edge is the edge script running on top (nil: plain cluster).
+	edge *edgeState
 }
 
 type clusterOutage struct {

@@ -438,6 +438,9 @@ func (fw *foWorld) deliverReplies(n *foNode, rs []partition.Reply) {
 func (fw *foWorld) clientReply(c *foClient) {
 	r := c.reply
 	fw.traceReply(c, r)
+	if fw.onReply != nil && r.Err != nil {
+		fw.onReply(c.write, r.Err)
+	}
 	var err error
 	switch node.ClassifyReply(r, c.write) {
 	case node.ReplyOK:

@@ -132,6 +132,9 @@ func (m *foMetrics) promoted(fw *foWorld, i int, at time.Duration) {
 
 func (m *foMetrics) ack(fw *foWorld, i int, tok partition.Token, at time.Duration) {
 	m.acks[i] = append(m.acks[i], tok)
+	if fw.onAck != nil {
+		fw.onAck(i, tok, at)
+	}
 	if m.outage && m.affected[i] && m.recover[i] == 0 && at >= m.t0 && failover.Epoch(tok.Epoch) > m.epochT0[i] {
 		m.recover[i] = at - m.t0 + 1
 	}

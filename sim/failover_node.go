@@ -158,6 +158,7 @@ func (n *foNode) Crash(now time.Duration) {
 		n.propPast.NAKs += s.NAKs
 		if cs := n.fw.clusterLayer; cs != nil {
 			cs.staleRejectedPast += n.host.Stats().StaleRejected
+			cs.acksWithheldPast += n.host.Stats().AcksWithheld
 		}
 	}
 	n.node, n.mgr, n.host = nil, nil, nil

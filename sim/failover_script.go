@@ -105,7 +105,7 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 	}
 	fw.m.resyncOn, fw.m.resyncNodes = true, r.down
 	if !fw.runUntil(r.back+foConvergeBound, fw.caughtUpSince()) {
-		r.violation(ViolationLiveness, "not every partition caught up within %v of the heal", foConvergeBound)
+		r.violation(ViolationLiveness, "not every partition caught up within %v of the heal: %s", foConvergeBound, fw.unconverged(fw.partCaughtUp))
 	}
 	r.resyncDone = e.w.Now()
 	fw.m.resyncOn = false

@@ -140,6 +140,11 @@ type foWorld struct {
 	// onLearn, when set, sees every newer committed register value with
 	// the one it replaces (scenario scripts time their transitions by it).
 	onLearn func(i int, old, s failover.State, at time.Duration)
+	// onAck, when set, sees every acknowledged write as its client gets
+	// it; onReply every data-plane reply a client classifies (the edge
+	// scripts watch the lease gate through them).
+	onAck   func(i int, tok partition.Token, at time.Duration)
+	onReply func(write bool, err error)
 }
 
 type foEpochKey struct {

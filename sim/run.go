@@ -157,6 +157,11 @@ type Result struct {
 	Replay        string            `json:"replay"`
 	// SimPerWall is simulated seconds per wall-clock second.
 	SimPerWall float64 `json:"sim_seconds_per_wall_second,omitempty"`
+	// ExpectedUnsafe: the run drives the system past a bound it is
+	// configured for (cluster-edge-drift-beyond), so a checker must find
+	// it unsafe; UnsafeFound says one did. Such a run passes only then.
+	ExpectedUnsafe bool `json:"expected_unsafe,omitempty"`
+	UnsafeFound    bool `json:"unsafe_found,omitempty"`
 	// FailoverReport holds the failover scenarios' figures (its keys are
 	// top-level in the JSON).
 	*FailoverReport
@@ -167,6 +172,9 @@ type Result struct {
 
 // Failed reports whether the run found anything wrong.
 func (r *Result) Failed() bool {
+	if r.ExpectedUnsafe {
+		return !r.UnsafeFound
+	}
 	return len(r.Violations) > 0 || (r.Linearizable != LinOK && r.Linearizable != LinSkipped)
 }
 

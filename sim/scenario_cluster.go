@@ -206,6 +206,8 @@ type ClusterFigures struct {
 	// found in their replica's conflict record.
 	FalseProgressChecked int `json:"false_progress_in_conflicts"`
 	StuckPartitions      int `json:"stuck_partitions"`
+	// Edge is an edge script's record (cluster-edge-* scenarios only).
+	Edge *EdgeFigures `json:"edge,omitempty"`
 	// Trace is the failing partition's last events (only on a failure).
 	Trace []string `json:"failing_partition_trace,omitempty"`
 }
@@ -220,6 +222,9 @@ func (f *ClusterFigures) table() string {
 	fmt.Fprintf(&b, "%-34s %d changes (%d done), %d refusals by the guard\n", "minimum durability", f.MinDurabilityChanges, f.MinDurabilityDone, f.MinDurabilityRefused)
 	fmt.Fprintf(&b, "%-34s conflict rate %.4f over %d rounds; %d stale-epoch messages fenced; %d session, %d eventual reads; %d false-progress ops in conflicts; %d stuck\n",
 		"checks", f.RegisterConflictRate, f.RegisterRounds, f.StaleRejected, f.SessionReads, f.EventualReads, f.FalseProgressChecked, f.StuckPartitions)
+	if f.Edge != nil {
+		b.WriteString(f.Edge.table())
+	}
 	for _, l := range f.Trace {
 		b.WriteString("    " + l + "\n")
 	}

@@ -67,7 +67,7 @@ const (
 )
 
 func failoverScenarios() []Scenario {
-	return []Scenario{
+	list := []Scenario{
 		failoverScenario{name: "region-outage", fault: foRegionOutage,
 			desc: "the paper's drill: the write region of most partitions powered off for --outage, then back (detection, failover, RPO, re-sync)"},
 		failoverScenario{name: "node-failure", fault: foNodeFailure,
@@ -84,6 +84,7 @@ func failoverScenarios() []Scenario {
 		grayScenario{},
 		azScenario{},
 	}
+	return append(list, clusterEdgeScenarios()...)
 }
 
 func (s failoverScenario) Name() string        { return s.name }

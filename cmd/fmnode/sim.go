@@ -361,12 +361,23 @@ func printRun(w io.Writer, r sim.Result, canary bool) {
 		}
 		fmt.Fprintf(w, "sim s/wall s %.0f\n", r.SimPerWall)
 	}
+	if r.ExpectedUnsafe && !r.Failed() {
+		// Driven past a configured bound: finding it unsafe is the pass.
+		fmt.Fprintf(w, "  expected unsafe, found unsafe: seed %d (%s)\n", r.Seed, r.Profile)
+		for _, v := range r.Violations {
+			fmt.Fprintf(w, "    %s\n", v)
+		}
+		return
+	}
 	if !r.Failed() {
 		return
 	}
 	label := "FAIL"
 	if canary {
 		label = "canary caught"
+	}
+	if r.ExpectedUnsafe {
+		label = "FAIL (expected unsafe, but no checker found it)"
 	}
 	fmt.Fprintf(w, "  %s seed %d (%s)\n", label, r.Seed, r.Profile)
 	for _, v := range r.Violations {

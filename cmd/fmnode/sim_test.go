@@ -102,6 +102,25 @@ func TestSimCanaryFailsAsExpected(t *testing.T) {
 	assert.Contains(t, stdout, "replay:  go run ./cmd/fmnode sim --scenario register --seed 1")
 }
 
+// A run driven past a configured bound (cluster-edge-drift-beyond) is
+// expected unsafe: it exits 0 because the checker found the violation,
+// and says so in the JSON and the table.
+func TestSimExpectedUnsafeExitsZeroWhenFound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a cluster seed takes seconds")
+	}
+	code, stdout, _ := simCmd(t, "--scenario", "cluster-edge-drift-beyond", "--seed", "1", "--json", "--out", t.TempDir())
+	assert.Equal(t, 0, code, stdout)
+	var run map[string]any
+	require.NoError(t, json.Unmarshal([]byte(strings.SplitN(stdout, "\n", 2)[0]), &run))
+	assert.Equal(t, true, run["expected_unsafe"])
+	assert.Equal(t, true, run["unsafe_found"])
+	assert.NotEmpty(t, run["violations"])
+	code, stdout, _ = simCmd(t, "--scenario", "cluster-edge-drift-beyond", "--seed", "1", "--out", t.TempDir())
+	assert.Equal(t, 0, code)
+	assert.Contains(t, stdout, "expected unsafe, found unsafe: seed 1")
+}
+
 func TestSimGCPercent(t *testing.T) {
 	for _, c := range []struct{ flag, partitions, want int }{
 		{0, 0, 200}, {0, 4300, 200}, {0, 20000, 200}, {0, 20001, 100}, {0, 100000, 100},
