@@ -86,6 +86,9 @@ type ProposerConfig struct {
 	MaxCachedKeys int
 	// MaxValueBytes bounds a value a change may produce.
 	MaxValueBytes int
+
+	// Flow is the flow control of rounds (flow.go); the zero value is off.
+	Flow FlowConfig
 }
 
 // Default bounds and knobs.
@@ -189,7 +192,7 @@ func (c ProposerConfig) Validate() error {
 	if err := c.Quorum.Validate(); err != nil {
 		return configErr("Quorum", "%v", err)
 	}
-	return nil
+	return c.Flow.validate(c)
 }
 
 // pacing reports whether first attempts are paced: adaptive backoff,

@@ -146,10 +146,16 @@ func (h *host) startNode() error {
 	// Fencing, promotion and truncation of false progress are what an
 	// operator reads the log for.
 	hcfg.Logger = a.log.With("component", "partition")
+	// The register's rounds are flow-controlled (caspaxos/flow.go): at a
+	// region outage every surviving node proposes the failover of every
+	// partition it hosts at once, and on loaded cores a fixed phase
+	// timeout with every round in flight collapsed (issue 16).
+	pcfg := caspaxos.DefaultProposerConfig(0, quorum.Config{})
+	pcfg.Flow = caspaxos.DefaultFlowConfig()
 	ncfg := node.Config{
 		ID: node.NodeID(h.self.ID), Region: quorum.Region(a.cfg.Region), Boot: boot,
 		Nodes: spec.FailoverNodes(), Acceptors: spec.Acceptors(), Failover: fcfg,
-		Host: hcfg, Proposer: caspaxos.DefaultProposerConfig(0, quorum.Config{}),
+		Host: hcfg, Proposer: pcfg,
 		Rand: rand.New(rand.NewPCG(seed(), seed())), WatchAll: watch, Observer: a.metrics.obs,
 	}
 	drv, err := noderun.New(noderun.Config{Node: ncfg, AcceptorStore: a.accst, PartitionStore: a.partst,
