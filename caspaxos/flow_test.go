@@ -217,13 +217,11 @@ func TestFlowAdaptiveTimeout(t *testing.T) {
 	assert.Greater(t, got, 400*time.Millisecond, "slow phases did not lengthen the timeout")
 	assert.Less(t, got, 600*time.Millisecond)
 	f.timedOut(time.Second, got)
-	assert.Equal(t, min(2*got, 2*time.Second), f.timeout(c.Phase1Timeout), "a timeout doubles it")
-	for i := range 10 {
-		f.timedOut(time.Hour+time.Duration(i)*time.Hour, time.Second)
+	assert.Equal(t, got, f.timeout(c.Phase1Timeout), "a timeout (often a dropped batch) changed it")
+	for range 40 {
+		f.sample(5 * time.Second)
 	}
 	assert.Equal(t, 2*time.Second, f.timeout(c.Phase1Timeout), "capped by MaxPhaseTimeout")
-	f.sample(400 * time.Millisecond)
-	assert.Less(t, f.timeout(c.Phase1Timeout), 600*time.Millisecond, "a sample ends the doubling")
 	off := newFlow(DefaultProposerConfig(1, quorum.MajorityConfig(1, 2, 3)))
 	off.sample(time.Second)
 	assert.Equal(t, 250*time.Millisecond, off.timeout(250*time.Millisecond), "off: always the configured one")
