@@ -40,9 +40,12 @@ type ProposerStats struct {
 	NAKs      uint64 // rounds ended by a conflicting ballot
 	FirstNAKs uint64 // of the NAKs, those that ended a proposal's first round
 	Timeouts  uint64 // rounds ended by a phase timeout
-	FastPath  uint64 // rounds that went straight to phase 2
-	Fenced    uint64 // rounds rejected for a stale age
-	Paced     uint64 // proposals whose first attempt waited for a rival (pacing.go)
+	// WindowWaits counts rounds that waited for the window of rounds in
+	// flight (flow.go).
+	WindowWaits uint64
+	FastPath    uint64 // rounds that went straight to phase 2
+	Fenced      uint64 // rounds rejected for a stale age
+	Paced       uint64 // proposals whose first attempt waited for a rival (pacing.go)
 }
 
 type phase uint8
@@ -125,6 +128,12 @@ type keyState struct {
 	// whether there was one. It predicts whether a cached promise survived.
 	foreignAt   time.Duration
 	foreignSeen bool
+
+	// Flow control (flow.go): inRound, the key's round holds a place in
+	// the window; windowWait, it waits for one; phaseAt, phase 1's start.
+	inRound    bool
+	windowWait bool
+	phaseAt    time.Duration
 }
 
 // Proposer is the CASPaxos proposer as a pure state machine. Callers
@@ -140,6 +149,7 @@ type Proposer struct {
 	age     uint64
 	backoff Backoff
 	pacer   *Pacer // nil with pacing off
+	flow    flow
 
 	keys   map[string]*keyState
 	active int
@@ -198,6 +208,7 @@ func NewProposer(cfg ProposerConfig, rng Rand) (*Proposer, error) {
 		rng:     rng,
 		age:     cfg.Age,
 		backoff: NewBackoff(cfg.Backoff, cfg.BackoffBase, cfg.BackoffMax, cfg.EMAAlpha),
+		flow:    newFlow(cfg),
 		keys:    make(map[string]*keyState),
 		lru:     list.New(),
 		out:     make(map[NodeID]*outbox),
@@ -343,6 +354,9 @@ func (p *Proposer) turnWait(now time.Duration, ks *keyState) time.Duration {
 
 // startRound begins the next attempt of ks.cur.
 func (p *Proposer) startRound(now time.Duration, ks *keyState) {
+	if !p.admit(ks) {
+		return // waits for the window (flow.go)
+	}
 	r := ks.cur
 	r.attempts++
 	p.stats.Rounds++
@@ -384,7 +398,8 @@ func (p *Proposer) startRound(now time.Duration, ks *keyState) {
 	ks.best = Ballot{}
 	ks.bestVal = Value{}
 	ks.phase = phasePrepare
-	p.setTimer(ks, now+p.cfg.Phase1Timeout)
+	ks.phaseAt = now
+	p.setTimer(ks, now+p.phaseTimeout(p.cfg.Phase1Timeout))
 	for _, id := range ks.cfg.Prepare.Members {
 		ob := p.outboxFor(id)
 		ob.prepare = append(ob.prepare, Item{Key: ks.key, Ballot: b})
@@ -432,7 +447,7 @@ func (p *Proposer) toAccept(now time.Duration, ks *keyState, cur Value) {
 		}
 	}
 	ks.started = now
-	p.setTimer(ks, now+p.cfg.Phase2Timeout)
+	p.setTimer(ks, now+p.phaseTimeout(p.cfg.Phase2Timeout))
 	for _, id := range ks.cfg.Accept.Members {
 		ob := p.outboxFor(id)
 		ob.accept = append(ob.accept, Item{Key: ks.key, Ballot: ks.ballot, Next: ks.next, Value: next})
@@ -602,6 +617,7 @@ func (p *Proposer) onPrepareReply(now time.Duration, ks *keyState, from NodeID, 
 	if !set.IsQuorum(func(id NodeID) bool { return contains(ks.acks, id) }) {
 		return
 	}
+	p.flow.sample(now - ks.phaseAt)
 	p.toAccept(now, ks, ks.bestVal)
 }
 
@@ -631,6 +647,7 @@ func (p *Proposer) onAcceptReply(now time.Duration, ks *keyState, from NodeID, f
 		return
 	}
 	p.backoff.Observe(now - ks.started)
+	p.flow.sample(now - ks.started)
 	if full {
 		p.startRaiseAge(now, ks)
 		return
@@ -727,6 +744,11 @@ func (p *Proposer) Tick(now time.Duration) {
 		p.clearCache(ks)
 		p.stats.Timeouts++
 		p.guards.Fire(guard.ProposerTimeout)
+		base := p.cfg.Phase1Timeout
+		if ks.phase != phasePrepare {
+			base = p.cfg.Phase2Timeout
+		}
+		p.flow.timedOut(now, p.phaseTimeout(base))
 		p.failRound(now, ks, fmt.Errorf("%w: %v after %d acks", ErrTimeout, phaseName(ks.phase), len(ks.acks)), true)
 	}
 }
@@ -747,6 +769,7 @@ func (p *Proposer) NextDeadline() (time.Duration, bool) {
 // failRound ends the running round; the request retries after a backoff
 // or, out of attempts, finishes with an error.
 func (p *Proposer) failRound(now time.Duration, ks *keyState, cause error, backoff bool) {
+	p.roundEnded(now, ks)
 	r := ks.cur
 	r.lastErr = cause
 	p.clearCache(ks)
@@ -764,6 +787,10 @@ func (p *Proposer) failRound(now time.Duration, ks *keyState, cause error, backo
 
 // finish reports the result of ks.cur and starts the next queued request.
 func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, committed bool) {
+	if committed {
+		p.flow.committed()
+	}
+	p.roundEnded(now, ks)
 	r := ks.cur
 	res := Result{ID: r.id, Key: ks.key, Value: v, Err: err, Attempts: r.attempts, FastPath: ks.fast, Start: r.start, End: now}
 	if err != nil && len(r.mutatingBallots) > 0 && (errors.Is(err, ErrNoQuorum) || errors.Is(err, ErrVersionMismatch) || errors.Is(err, ErrExists)) {

@@ -92,6 +92,8 @@ type ProposerConfig struct {
 	// proposals ended without a quorum or in doubt, refusals at its
 	// bounds); nil counts nothing.
 	Guards guard.Counter
+	// Flow is the flow control of rounds (flow.go); the zero value is off.
+	Flow FlowConfig
 }
 
 // Default bounds and knobs.
@@ -195,7 +197,7 @@ func (c ProposerConfig) Validate() error {
 	if err := c.Quorum.Validate(); err != nil {
 		return configErr("Quorum", "%v", err)
 	}
-	return nil
+	return c.Flow.validate(c)
 }
 
 // pacing reports whether first attempts are paced: adaptive backoff,

@@ -242,7 +242,8 @@ func TestClientWriteRedirects(t *testing.T) {
 		reason   RedirectReason
 		sentinel error
 	}{
-		{"stale epoch", "a", 2, false, ReasonStaleEpoch, ErrStaleEpoch},
+		{"stale epoch at a follower", "b", 2, false, ReasonStaleEpoch, ErrStaleEpoch},
+		{"stale epoch at a paused write region", "a", 2, true, ReasonStaleEpoch, ErrStaleEpoch},
 		{"unknown epoch", "a", 0, false, ReasonStaleEpoch, ErrStaleEpoch},
 		{"replica behind", "a", 4, false, ReasonReplicaBehind, ErrReplicaBehind},
 		{"follower", "b", 3, false, ReasonNotWriteRegion, ErrNotWriteRegion},
@@ -271,6 +272,34 @@ func TestClientWriteRedirects(t *testing.T) {
 			require.Equal(t, LSN(0), p.LastLSN, "a redirected write was assigned an LSN")
 		})
 	}
+}
+
+// TestOlderEpochAtWriteRegion: a write or strong read carrying an older
+// epoch that reaches the leading write region of a newer one is served
+// there, in the current epoch (one round trip for a client that learns of
+// a failover by reaching the new write region, issue 16), and its reply
+// tells the client the epoch.
+func TestOlderEpochAtWriteRegion(t *testing.T) {
+	s := newSolo(t, "a", nil)
+	require.NoError(t, s.h.Create(0, 1, Spec{Level: levelOf(Strong), Quorum: testQuorum("a"), Epoch: 3}, 0))
+	s.flush()
+	s.drainSent()
+	s.write(1, 2, 10, "k", "v")
+	s.flush()
+	s.ackAll(s.drainSent())
+	s.flush()
+	r, ok := s.reply(10)
+	require.True(t, ok, "an older epoch's write at the write region got no reply")
+	require.NoError(t, r.Err)
+	require.Equal(t, Token{Epoch: 3, LSN: 1}, r.Token, "served in the current epoch")
+	require.NoError(t, s.h.SetLease(1, time.Hour))
+	s.h.Read(s.now, &ReadRequest{Partition: 1, Ref: 11, Key: []byte("k"), Consistency: Strong, Epoch: 1})
+	s.flush()
+	r, ok = s.reply(11)
+	require.True(t, ok)
+	require.NoError(t, r.Err)
+	require.True(t, r.Found)
+	require.Equal(t, "v", string(r.Value))
 }
 
 func TestWriteBounds(t *testing.T) {

@@ -34,11 +34,13 @@
 //
 // # Write path
 //
-// A client write carries (partition, epoch). The write region of exactly
-// that epoch assigns the next LSN and appends the op; any other replica,
-// or a lower or higher epoch, answers with a *RedirectError carrying the
-// current epoch and write region (the routing client's redirect, compare
-// Cosmos DB's 403.3). Ops go to every other replica in MsgAppend with the
+// A client write carries (partition, epoch). The leading write region of
+// that epoch, or of a later one (a client that learns of a failover by
+// reaching the new write region is served at once, in the current epoch,
+// and learns the route from the reply's token), assigns the next LSN and
+// appends the op; any other replica, a higher epoch or none answers with a
+// *RedirectError carrying the current epoch and write region (the routing
+// client's redirect, compare Cosmos DB's 403.3). Ops go to every other replica in MsgAppend with the
 // (LSN, epoch) of the op before them; a follower accepts only if its log
 // holds that op (Raft's log matching), answers with the position up to
 // which its log equals the write region's, and otherwise hints where the

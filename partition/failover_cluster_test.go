@@ -93,11 +93,18 @@ func TestFailoverMovesFalseProgressToConflicts(t *testing.T) {
 				require.Equal(t, partition.ConflictOverwrite, cr.Reason)
 				require.Equal(t, partition.Epoch(2), cr.RemovedAt)
 			}
-			// Stale clients of epoch 1 are redirected by everyone.
-			for _, reg := range partition.SampleRegions {
-				c.Write(reg, partition.WriteRequest{Partition: 1, Epoch: 1, Ref: 999, Key: []byte("k"), Value: []byte("x")})
-				r, ok := waitReply(t, c, 999, time.Second)
+			// Stale clients of epoch 1 are redirected by everyone but the
+			// write region of epoch 2, which serves them in epoch 2.
+			for i, reg := range partition.SampleRegions {
+				ref := partition.ClientRef(900 + i)
+				c.Write(reg, partition.WriteRequest{Partition: 1, Epoch: 1, Ref: ref, Key: []byte("k"), Value: []byte("x")})
+				r, ok := waitReply(t, c, ref, time.Second)
 				require.True(t, ok)
+				if reg == "b" {
+					require.NoError(t, r.Reply.Err)
+					require.Equal(t, partition.Epoch(2), r.Reply.Token.Epoch)
+					continue
+				}
 				require.ErrorIs(t, r.Reply.Err, partition.ErrStaleEpoch)
 			}
 		})

@@ -239,10 +239,24 @@ func (r *Replica) follower(reg Region) *follower {
 }
 
 // redirect returns the redirect for a request carrying reqEpoch, or nil if
-// this replica is the leading write region of exactly that epoch.
+// this replica is the leading write region of that epoch or of a later one.
+//
+// A request of an older (known, non-zero) epoch that reaches the leading
+// write region of a newer one is served here, in the current epoch: a 421
+// would only send the client to this very replica again with the current
+// epoch, and nothing in a write or a strong read depends on the epoch the
+// client knew (the client's epoch routes; fencing is the replicas' epoch
+// and the lease, which it does not touch). The reply carries the current
+// epoch and write region (the write's token, Fm-Epoch), from which the
+// client learns the route. After a failover this halves the requests of
+// every client that reaches the new write region with its old route: at
+// 1000 partitions that burst is what saturated the agents (issue 16).
+// An unknown epoch (0) is still redirected: such a client has no route.
 func (r *Replica) redirect(reqEpoch Epoch) error {
 	e := &RedirectError{Partition: r.id, Epoch: r.epoch, WriteRegion: r.writeRegion, RequestEpoch: reqEpoch}
 	switch {
+	case reqEpoch < r.epoch && reqEpoch != 0 && r.role == RoleLeader:
+		return nil
 	case reqEpoch < r.epoch:
 		e.Reason = ReasonStaleEpoch
 	case reqEpoch > r.epoch:

@@ -458,6 +458,12 @@ func (fw *foWorld) clientReport(c *foClient, err error) {
 		return // a stale event: the client is waiting for DNS
 	}
 	v := c.op.Report(foTime(fw.now()), err)
+	if v.Done && v.Err == nil && c.write {
+		// The write's epoch teaches the route, as the routing client
+		// does (routing.Call.Report): a write of an older epoch served
+		// by the new write region moves the route there.
+		c.op.Acked(foTime(fw.now()), uint64(c.reply.Token.Epoch))
+	}
 	switch {
 	case v.Done:
 		fw.clientEnd(c, v.Err)

@@ -266,6 +266,8 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	// One acceptor and one proposer per node: the register's quorum spans
 	// the regions, so no single region decides a failover.
 	pcfg := caspaxos.DefaultProposerConfig(1, quorum.Config{})
+	// No register flow control (caspaxos.FlowConfig), as the agents run
+	// it (internal/agent/host.go says why).
 	if cfg.testProposerMaxInFlight > 0 {
 		pcfg.MaxInFlight = cfg.testProposerMaxInFlight
 	}

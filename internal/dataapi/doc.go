@@ -24,8 +24,11 @@
 //	Fm-Consistency  strong | bounded | session | eventual (GET; absent: the
 //	                partition's level; validated but unused on writes)
 //	Fm-Epoch        the partition epoch the client knows, canonical decimal
-//	                (writes and strong reads; absent or old: 421 with the
-//	                current one)
+//	                (writes and strong reads; absent, ahead, or old at a
+//	                replica that is not the write region: 421 with the
+//	                current one; old at the write region: served in the
+//	                current epoch, which the response's Fm-Epoch and
+//	                Fm-Session carry)
 //	Fm-Session      the session token of the key's partition, "<epoch>:<lsn>"
 //	                in canonical decimal, at most 41 bytes (session reads)
 //	If-Match        PUT and DELETE: compare-and-set, applied only if the
@@ -64,9 +67,9 @@
 // Every error has a JSON body {"error": "<text>", "code": "<code>"}
 // (ErrorBody) whose code is stable:
 //
-//	421 redirect           not the write region of the request's epoch, or the
-//	                       epoch is old/ahead: not applied; go to Fm-Write-Region
-//	                       at Fm-Epoch now
+//	421 redirect           not the write region of the request's epoch (or of a
+//	                       later one), or the epoch is absent/ahead: not
+//	                       applied; go to Fm-Write-Region at Fm-Epoch now
 //	429 backpressure       too many pending writes: not applied; Retry-After
 //	503 lease_expired      the write region's lease lapsed: not applied; Retry-After
 //	503 not_ready          the replica is recovering: not applied; Retry-After

@@ -192,10 +192,10 @@ func TestRedirect(t *testing.T) {
 		hdr    map[string]string
 		reason string
 	}{
-		{"write at an old epoch", MemConfig{Epoch: 7}, http.MethodPut, map[string]string{HeaderEpoch: "6"}, ReasonStaleEpoch},
+		{"write at an old epoch to a follower", MemConfig{Epoch: 7, WriteRegion: "us"}, http.MethodPut, map[string]string{HeaderEpoch: "6"}, ReasonStaleEpoch},
 		{"write with no epoch", MemConfig{Epoch: 7}, http.MethodPut, nil, ReasonStaleEpoch},
-		{"delete at an old epoch", MemConfig{Epoch: 7}, http.MethodDelete, map[string]string{HeaderEpoch: "1"}, ReasonStaleEpoch},
-		{"strong read at an old epoch", MemConfig{Epoch: 7}, http.MethodGet,
+		{"delete at an old epoch to a follower", MemConfig{Epoch: 7, WriteRegion: "us"}, http.MethodDelete, map[string]string{HeaderEpoch: "1"}, ReasonStaleEpoch},
+		{"strong read at an old epoch to a follower", MemConfig{Epoch: 7, WriteRegion: "us"}, http.MethodGet,
 			map[string]string{HeaderEpoch: "6", HeaderConsistency: "strong"}, ReasonStaleEpoch},
 		{"write ahead of the replica", MemConfig{Epoch: 7}, http.MethodPut, map[string]string{HeaderEpoch: "8"}, ReasonReplicaBehind},
 		{"write to a follower", MemConfig{Epoch: 7, WriteRegion: "us"}, http.MethodPut, map[string]string{HeaderEpoch: "7"}, ReasonNotWriteRegion},

@@ -104,10 +104,14 @@ func (m *MemBackend) Epoch() (partition.Epoch, partition.Region) {
 	return m.epoch, m.writeRegion
 }
 
-// fence is the write region check of a write or strong read (m.mu held).
+// fence is the write region check of a write or strong read (m.mu held),
+// the partition package's rule: the write region serves a request of its
+// epoch or of an older known one (in its own epoch), and redirects the rest.
 func (m *MemBackend) fence(p partition.ID, reqEpoch partition.Epoch) error {
 	rd := &partition.RedirectError{Partition: p, Epoch: m.epoch, WriteRegion: m.writeRegion, RequestEpoch: reqEpoch}
 	switch {
+	case reqEpoch < m.epoch && reqEpoch != 0 && m.writeRegion == m.cfg.Region:
+		return nil
 	case reqEpoch < m.epoch:
 		rd.Reason = partition.ReasonStaleEpoch
 	case reqEpoch > m.epoch:

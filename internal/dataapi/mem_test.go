@@ -71,7 +71,9 @@ func TestMemBackend(t *testing.T) {
 	r := w(2, "a", "1", false)
 	require.NoError(t, r.Err)
 	assert.Equal(t, partition.Token{Epoch: 2, LSN: 1}, r.Token)
-	redirect(t, w(1, "a", "1", false).Err, partition.ReasonStaleEpoch, 2, "eu")
+	old := w(1, "a", "1", false) // an older epoch at the write region: served in epoch 2
+	require.NoError(t, old.Err)
+	assert.Equal(t, partition.Token{Epoch: 2, LSN: 2}, old.Token)
 	redirect(t, w(0, "a", "1", false).Err, partition.ReasonStaleEpoch, 2, "eu")
 	redirect(t, w(3, "a", "1", false).Err, partition.ReasonReplicaBehind, 2, "eu")
 	assert.ErrorIs(t, w(2, "abcde", "", false).Err, partition.ErrTooLarge)
@@ -84,15 +86,16 @@ func TestMemBackend(t *testing.T) {
 	require.NoError(t, got.Err)
 	assert.True(t, got.Found)
 	assert.Equal(t, "4", string(got.Value))
-	assert.Equal(t, partition.Token{Epoch: 2, LSN: 3}, got.Version)
-	assert.Equal(t, partition.Token{Epoch: 2, LSN: 3}, got.Token)
-	assert.ErrorIs(t, read(partition.Session, 0, partition.Token{Epoch: 2, LSN: 4}, "a").Err, partition.ErrSessionUnavailable)
-	assert.NoError(t, read(partition.Session, 0, partition.Token{Epoch: 2, LSN: 3}, "a").Err)
+	assert.Equal(t, partition.Token{Epoch: 2, LSN: 4}, got.Version)
+	assert.Equal(t, partition.Token{Epoch: 2, LSN: 4}, got.Token)
+	assert.ErrorIs(t, read(partition.Session, 0, partition.Token{Epoch: 2, LSN: 5}, "a").Err, partition.ErrSessionUnavailable)
+	assert.NoError(t, read(partition.Session, 0, partition.Token{Epoch: 2, LSN: 4}, "a").Err)
 
 	// A failover to another region: this one is a follower now.
 	require.NoError(t, m.SetWriteRegion(3, "us"))
 	require.ErrorIs(t, m.SetWriteRegion(2, "eu"), partition.ErrBadRequest)
 	redirect(t, w(3, "a", "1", false).Err, partition.ReasonNotWriteRegion, 3, "us")
+	redirect(t, w(2, "a", "1", false).Err, partition.ReasonStaleEpoch, 3, "us")
 	redirect(t, read(partition.Strong, 3, partition.Token{}, "a").Err, partition.ReasonNotWriteRegion, 3, "us")
 	for _, c := range []partition.Consistency{partition.BoundedStaleness, partition.Session, partition.Eventual, 0} {
 		got := read(c, 0, partition.Token{}, "a")
@@ -103,7 +106,7 @@ func TestMemBackend(t *testing.T) {
 	require.NoError(t, w(4, "a", "", true).Err)
 	got = read(partition.Eventual, 0, partition.Token{}, "a")
 	assert.False(t, got.Found)
-	assert.Equal(t, partition.Token{Epoch: 4, LSN: 4}, got.Token)
+	assert.Equal(t, partition.Token{Epoch: 4, LSN: 5}, got.Token)
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

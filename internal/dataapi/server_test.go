@@ -74,7 +74,7 @@ func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	srv, _ := memServe(t, MemConfig{Epoch: 2}, Config{Registerer: reg})
 	do(t, srv, http.MethodPut, "/v1/kv/k", strings.NewReader("v"), map[string]string{HeaderEpoch: "2"})
-	do(t, srv, http.MethodPut, "/v1/kv/k", strings.NewReader("v"), map[string]string{HeaderEpoch: "1"})
+	do(t, srv, http.MethodPut, "/v1/kv/k", strings.NewReader("v"), map[string]string{HeaderEpoch: "3"}) // ahead: 421
 	do(t, srv, http.MethodGet, "/v1/kv/k", nil, nil)
 	do(t, srv, http.MethodGet, "/v1/kv/none", nil, nil)
 

@@ -476,6 +476,8 @@ func stepOf(d Decision) Step {
 // failure).
 //
 //   - success: the region's breaker closes; the token joins req.Session;
+//     a write's token of a newer epoch than the route's moves the route
+//     to the region that acknowledged it (Operation.Acked);
 //   - a Redirect to a newer epoch: the cache moves at once and the next
 //     attempt goes to the new write region without waiting (at most
 //     MaxRedirects times); a redirect that tells nothing new counts as a
@@ -494,7 +496,11 @@ func (call *Call) Report(ctx context.Context, tok SessionToken, opErr error) (wa
 		call.op.Cancel(opErr)
 		return 0, true, opErr
 	}
-	v := call.op.Report(c.clock.Now(), opErr)
+	now := c.clock.Now()
+	v := call.op.Report(now, opErr)
+	if v.Class == AttemptOK && v.Done && v.Err == nil {
+		call.op.Acked(now, tok.Epoch)
+	}
 	if v.Class == AttemptOK && v.Done && v.Err == nil && call.req.Session != nil {
 		if err := call.req.Session.Observe(call.op.Partition(), tok); err != nil {
 			c.log.Warn("session token dropped", "partition", call.op.Partition(), "err", err)

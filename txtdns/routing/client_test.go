@@ -164,7 +164,9 @@ func (f *fakePlane) op(_ context.Context, t Target) (SessionToken, error) {
 		if t.Region != w {
 			return SessionToken{}, &RedirectError{Partition: t.Partition, Epoch: e, WriteRegion: w, Reason: "not write region"}
 		}
-		if t.Epoch < e {
+		// The partition package's rule: the write region serves an older
+		// known epoch in its own (the token says which), redirects none.
+		if t.Epoch == 0 {
 			return SessionToken{}, &RedirectError{Partition: t.Partition, Epoch: e, WriteRegion: w, Reason: "stale epoch"}
 		}
 		if t.Write {
@@ -350,15 +352,28 @@ func TestDoRegionOutageThenFailover(t *testing.T) {
 	assert.Equal(t, Closed, w.client.Breakers().State(p+1, "eastus"), "breakers are per partition")
 
 	// The failover commits. With eastus's breaker open, the next write
-	// goes straight to westus, learns the new epoch from its redirect, and
-	// succeeds without waiting.
+	// goes straight to westus, which serves it although it carries epoch
+	// 1: one request, no wait, and the write's token (epoch 2) moves the
+	// route to westus, so the write after it goes there with epoch 2.
 	w.failover(t, p, "westus")
 	w.plane.calls = nil
 	slept := w.clock.Slept()
 	require.NoError(t, w.client.Do(ctx, key, w.plane.op))
-	assert.Equal(t, []string{"westus", "westus"}, w.plane.regions())
+	assert.Equal(t, []string{"westus"}, w.plane.regions())
 	assert.Equal(t, slept, w.clock.Slept())
 	assert.Equal(t, 1.0, metricValue(w.client.m.breakers[Open]))
+	e, ok := w.client.Cache().Get(p)
+	require.True(t, ok)
+	assert.Equal(t, uint64(2), e.Epoch, "the acknowledged write's epoch did not move the route")
+	assert.Equal(t, "westus", e.WriteRegion)
+	var sent []Target
+	require.NoError(t, w.client.Do(ctx, key, func(ctx context.Context, t Target) (SessionToken, error) {
+		sent = append(sent, t)
+		return w.plane.op(ctx, t)
+	}))
+	require.Len(t, sent, 1)
+	assert.Equal(t, "westus", sent[0].Region)
+	assert.Equal(t, uint64(2), sent[0].Epoch)
 }
 
 func TestDoErrorsAndBounds(t *testing.T) {

@@ -825,6 +825,23 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 	}
 }
 
+// Acked feeds back the epoch of a write the operation's successful
+// attempt had acknowledged (its session token's): an epoch has exactly one
+// write region, and the region the write went to assigned it, so if the
+// epoch is newer than the route the attempt carried, the route moves there
+// as a redirect would move it. This is how a client learns of a failover
+// from the new write region's own answer: the data plane serves a write of
+// an older epoch that reaches the write region of a newer one (partition's
+// redirect rule) instead of redirecting it to itself, one round trip
+// instead of two. Nothing happens for a read, an unfinished or failed
+// operation, or an epoch that is not newer.
+func (o *Operation) Acked(now time.Time, epoch uint64) Outcome {
+	if !o.req.Write || o.state != opDone || o.final != nil || epoch <= o.sentEpoch || o.region == "" {
+		return RejectedOlder
+	}
+	return o.r.Redirect(o.p, epoch, o.region, now)
+}
+
 // routeMoved reports whether the partition's cached route is newer than
 // the one the attempt in flight carried.
 func (o *Operation) routeMoved() bool {
