@@ -66,12 +66,8 @@ type Node struct {
 	lease   time.Duration
 	now     time.Duration
 
-	// Timers: the deadline each core asked for (0: none), and the next
-	// resend of a shared value (learnAt).
-	hostAt, mgrAt, propAt, learnAt time.Duration
-	// learnOut are the values this node shared that not every peer
-	// acknowledged, by register key (see learn.go).
-	learnOut map[string]*outLearn
+	// Timers: the deadline each core asked for (0: none).
+	hostAt, mgrAt, propAt time.Duration
 
 	// scratch for the status path (the manager copies what it keeps).
 	progBuf   []partition.FollowerProgress
@@ -137,8 +133,6 @@ type Stats struct {
 	Readys       uint64
 	Learns       uint64 // committed values learned from peers
 	LearnsSent   uint64
-	LearnsResent uint64 // shared values sent again for want of an ack
-	LearnAcks    uint64 // acknowledgements of shared values
 	ReadsBack    uint64 // register reads asked for by the node's own evidence
 	DroppedCAS   uint64 // replies for an earlier incarnation's proposer
 	DroppedData  uint64 // messages for partitions this node does not host
@@ -152,7 +146,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, obs: cfg.Observer, ops: make(map[caspaxos.RequestID]regOp), learnOut: make(map[string]*outLearn)}
+	n := &Node{cfg: cfg, obs: cfg.Observer, ops: make(map[caspaxos.RequestID]regOp)}
 	if n.obs == nil {
 		n.obs = NopObserver{}
 	}
@@ -161,9 +155,6 @@ func New(cfg Config) (*Node, error) {
 	}
 	if n.cfg.PumpRounds == 0 {
 		n.cfg.PumpRounds = DefaultPumpRounds
-	}
-	if n.cfg.LearnRetry == 0 {
-		n.cfg.LearnRetry = DefaultLearnRetry
 	}
 	for _, nd := range cfg.Nodes {
 		n.peers = append(n.peers, nd.ID)
