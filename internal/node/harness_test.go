@@ -36,6 +36,8 @@ type tcluster struct {
 	obs     []*recObserver
 	// drop, when set, loses the batches it returns true for.
 	drop func(b *nodewire.Batch) bool
+	// edit, when set, changes every node's config (restarts too).
+	edit func(*Config)
 }
 
 type inflightMsg struct {
@@ -109,16 +111,19 @@ func nodeConfig(t *testing.T, id NodeID, regions []quorum.Region, boot uint64, s
 	}
 }
 
-func newTCluster(t *testing.T, parts int) *tcluster {
+func newTCluster(t *testing.T, parts int) *tcluster { return newTClusterWith(t, parts, nil) }
+
+// newTClusterWith is newTCluster with every node's config changed by edit.
+func newTClusterWith(t *testing.T, parts int, edit func(*Config)) *tcluster {
 	c := &tcluster{t: t, delay: 5 * time.Millisecond, replies: map[partition.ClientRef]partition.Reply{},
-		regions: []quorum.Region{"east", "west", "north"}, now: time.Second}
+		regions: []quorum.Region{"east", "west", "north"}, now: time.Second, edit: edit}
 	for i := range c.regions {
 		c.acc = append(c.acc, caspaxos.NewMemoryStore())
 		c.stores = append(c.stores, partition.NewMemStore())
 		c.down = append(c.down, false)
 		c.boots = append(c.boots, 1)
 		c.obs = append(c.obs, &recObserver{promoted: map[partition.ID][]failover.Epoch{}})
-		n, err := New(withObserver(nodeConfig(t, NodeID(i+1), c.regions, 1, caspaxos.State{}), c.obs[i]))
+		n, err := New(c.config(NodeID(i+1), 1, caspaxos.State{}))
 		require.NoError(t, err)
 		c.nodes = append(c.nodes, n)
 	}
@@ -145,6 +150,15 @@ func newTCluster(t *testing.T, parts int) *tcluster {
 }
 
 func withObserver(cfg Config, o Observer) Config { cfg.Observer = o; return cfg }
+
+// config is node id's config in boot boot, with its observer and c.edit.
+func (c *tcluster) config(id NodeID, boot uint64, st caspaxos.State) Config {
+	cfg := withObserver(nodeConfig(c.t, id, c.regions, boot, st), c.obs[id-1])
+	if c.edit != nil {
+		c.edit(&cfg)
+	}
+	return cfg
+}
 
 func sortRegions(rs []quorum.Region) []quorum.Region {
 	out := append([]quorum.Region(nil), rs...)
@@ -259,7 +273,7 @@ func (c *tcluster) restart(i int) {
 	require.NoError(c.t, err)
 	c.boots[i]++
 	c.stores[i] = c.stores[i].Reopen()
-	n, err := New(withObserver(nodeConfig(c.t, NodeID(i+1), c.regions, c.boots[i], st), c.obs[i]))
+	n, err := New(c.config(NodeID(i+1), c.boots[i], st))
 	require.NoError(c.t, err)
 	for _, pl := range c.places {
 		rec, err := c.stores[i].Load(pl.ID)

@@ -318,14 +318,18 @@ func (n *Node) dataPeer(m *partition.Message) (int, bool) {
 
 // syncLease hands the liveness view's lease to every replica when it
 // changes (one per node, never a per-partition, per-tick cost), and the
-// lease run the manager validated.
+// lease run the manager validated. The run goes first: a lease regained
+// after a lapse is a new run, and handing the host its end while the host
+// still knew the old run number let every replica count it under the old
+// run's validation, committing at once what waited for the lease (the
+// register may meanwhile hold a takeover that starts below those ops).
 func (n *Node) syncLease() {
 	lv := n.mgr.Liveness()
+	n.host.SetLeaseGen(lv.LeaseGen())
 	if l := lv.LeaseUntil(); l != n.lease {
 		n.lease = l
 		n.host.SetLeaseAll(l)
 	}
-	n.host.SetLeaseGen(lv.LeaseGen())
 }
 
 // queue returns the outgoing batch for peer to: the one that leaves at
