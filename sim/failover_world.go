@@ -193,6 +193,11 @@ func summarizeBatch(t *Trace, b *nodewire.Batch) {
 		t.Str(b.Learns[i].Key)
 		t.U64(b.Learns[i].Version)
 	}
+	t.U64(uint64(len(b.LearnAcks)))
+	for i := range b.LearnAcks {
+		t.Str(b.LearnAcks[i].Key)
+		t.U64(b.LearnAcks[i].Version)
+	}
 }
 
 func summarizePartMsg(t *Trace, m *partition.Message) {
@@ -470,6 +475,7 @@ func cloneBatch(b *nodewire.Batch) nodewire.Batch {
 	c.Data = slices.Clone(b.Data)
 	c.Heartbeats = slices.Clone(b.Heartbeats)
 	c.Learns = slices.Clone(b.Learns)
+	c.LearnAcks = slices.Clone(b.LearnAcks)
 	return c
 }
 

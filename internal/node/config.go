@@ -33,6 +33,11 @@ const (
 	DefaultHostTickGrain = 10 * time.Millisecond
 	// DefaultPumpRounds bounds one Ready's inner loop (see Config.PumpRounds).
 	DefaultPumpRounds = 64
+	// DefaultLearnRetry is how long a shared register value waits for a
+	// peer's acknowledgement before it is sent again (Config.LearnRetry).
+	DefaultLearnRetry = time.Second
+	// MaxLearnRetry bounds Config.LearnRetry.
+	MaxLearnRetry = time.Minute
 )
 
 const proposerIDBits = 16
@@ -84,6 +89,10 @@ type Config struct {
 	// PumpRounds bounds the rounds Ready runs the cores for: they settle
 	// in a few; more means a core keeps asking for the same thing.
 	PumpRounds int
+	// LearnRetry is how long a committed value this node shared waits for
+	// a peer's acknowledgement before it is sent to that peer again,
+	// doubling per resend up to 16 times this (0: DefaultLearnRetry).
+	LearnRetry time.Duration
 	// Observer sees what the node does (nil: nothing).
 	Observer Observer
 	// Guards counts every guard and reject path of the node's cores
@@ -155,6 +164,9 @@ func (c *Config) validate() error {
 	}
 	if c.PumpRounds < 0 {
 		return configErr("PumpRounds", "must not be negative, got %d", c.PumpRounds)
+	}
+	if c.LearnRetry < 0 || c.LearnRetry > MaxLearnRetry {
+		return configErr("LearnRetry", "must be in 0..%v, got %v", MaxLearnRetry, c.LearnRetry)
 	}
 	return nil
 }

@@ -69,8 +69,12 @@ type Node struct {
 	lease   time.Duration
 	now     time.Duration
 
-	// Timers: the deadline each core asked for (0: none).
-	hostAt, mgrAt, propAt time.Duration
+	// Timers: the deadline each core asked for (0: none), and the next
+	// resend of a shared value (learnAt).
+	hostAt, mgrAt, propAt, learnAt time.Duration
+	// learnOut are the values this node shared that not every peer
+	// acknowledged, by register key (see learn.go).
+	learnOut map[string]*outLearn
 
 	// scratch for the status path (the manager copies what it keeps).
 	progBuf   []partition.FollowerProgress
@@ -136,6 +140,8 @@ type Stats struct {
 	Readys       uint64
 	Learns       uint64 // committed values learned from peers
 	LearnsSent   uint64
+	LearnsResent uint64 // shared values sent again for want of an ack
+	LearnAcks    uint64 // acknowledgements of shared values
 	ReadsBack    uint64 // register reads asked for by the node's own evidence
 	DroppedCAS   uint64 // replies for an earlier incarnation's proposer
 	DroppedData  uint64 // messages for partitions this node does not host
@@ -149,7 +155,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, obs: cfg.Observer, ops: make(map[caspaxos.RequestID]regOp), reqs: map[partition.ID]*opRequest{}}
+	n := &Node{cfg: cfg, obs: cfg.Observer, ops: make(map[caspaxos.RequestID]regOp), reqs: map[partition.ID]*opRequest{}, learnOut: make(map[string]*outLearn)}
 	if n.obs == nil {
 		n.obs = NopObserver{}
 	}
@@ -158,6 +164,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if n.cfg.PumpRounds == 0 {
 		n.cfg.PumpRounds = DefaultPumpRounds
+	}
+	if n.cfg.LearnRetry == 0 {
+		n.cfg.LearnRetry = DefaultLearnRetry
 	}
 	for _, nd := range cfg.Nodes {
 		n.peers = append(n.peers, nd.ID)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/fmnode/fmnode/caspaxos"
 	"github.com/fmnode/fmnode/failover"
-	"github.com/fmnode/fmnode/internal/nodewire"
 )
 
 // The register path: the manager's proposals and reads become operations
@@ -213,24 +212,7 @@ func (n *Node) observe(now time.Duration, p *part, version uint64, s failover.St
 	}
 	p.version = version
 	n.known[p.id] = s.Epoch
+	n.supersedeLearn(p.name, version)
 	n.pending.Routes = append(n.pending.Routes, RouteOf(p.id, s, now))
 	return true
-}
-
-// share sends a committed value to the other nodes hosting the partition
-// and to the nodes that watch every register.
-func (n *Node) share(p *part, v caspaxos.Value) {
-	l := nodewire.Learn{Key: p.name, Version: v.Version, Data: v.Data}
-	for _, rn := range p.replicas {
-		if b := n.queue(rn.Node, false); b != nil {
-			b.Learns = append(b.Learns, l)
-			n.stats.LearnsSent++
-		}
-	}
-	for _, id := range n.watchAll {
-		if b := n.queue(id, false); b != nil {
-			b.Learns = append(b.Learns, l)
-			n.stats.LearnsSent++
-		}
-	}
 }

@@ -41,7 +41,10 @@ func (n *Node) Step(now time.Duration, b *nodewire.Batch) error {
 		n.fed = true
 	}
 	for i := range b.Learns {
-		keep(n.stepLearn(now, &b.Learns[i]))
+		keep(n.stepLearn(now, b.From, &b.Learns[i]))
+	}
+	for i := range b.LearnAcks {
+		n.stepLearnAck(b.From, &b.LearnAcks[i])
 	}
 	return first
 }
@@ -74,8 +77,10 @@ func (n *Node) stepData(now time.Duration, m *partition.Message) {
 	n.markDirtyID(m.Partition)
 }
 
-// stepLearn takes a committed register value a peer shares.
-func (n *Node) stepLearn(now time.Duration, l *nodewire.Learn) error {
+// stepLearn takes a committed register value a peer shares, and answers
+// it with the newest version this node knows (the peer shares it until
+// then).
+func (n *Node) stepLearn(now time.Duration, from NodeID, l *nodewire.Learn) error {
 	s, err := failover.Decode(l.Data)
 	if err != nil {
 		return fmt.Errorf("node %d: learn of %s v%d: %w", n.cfg.ID, l.Key, l.Version, err)
@@ -87,10 +92,12 @@ func (n *Node) stepLearn(now time.Duration, l *nodewire.Learn) error {
 		if id, ok := parseRegisterKey(l.Key); ok {
 			n.pending.Routes = append(n.pending.Routes, RouteOf(id, s, now))
 		}
+		n.ackLearn(from, l.Key, l.Version)
 		return nil
 	}
 	n.stats.Learns++
 	n.observe(now, p, l.Version, s)
+	n.ackLearn(from, l.Key, max(l.Version, p.version))
 	return nil
 }
 
@@ -110,13 +117,16 @@ func (n *Node) Tick(now time.Duration) {
 		n.propAt = 0
 		n.prop.Tick(now)
 	}
+	if n.learnAt > 0 && now >= n.learnAt {
+		n.resendLearns(now)
+	}
 }
 
 // NextDeadline is when the node next needs a Tick (ok false: no timer).
 // Call it after Ready: the cores' deadlines move as they work.
 func (n *Node) NextDeadline() (time.Duration, bool) {
 	var d time.Duration
-	for _, t := range [...]time.Duration{n.hostAt, n.mgrAt, n.propAt} {
+	for _, t := range [...]time.Duration{n.hostAt, n.mgrAt, n.propAt, n.learnAt} {
 		if t > 0 && (d == 0 || t < d) {
 			d = t
 		}

@@ -325,6 +325,7 @@ func shallowCopy(b nodewire.Batch) nodewire.Batch {
 	b.Data = append(b.Data[:0:0], b.Data...)
 	b.Heartbeats = append(b.Heartbeats[:0:0], b.Heartbeats...)
 	b.Learns = append(b.Learns[:0:0], b.Learns...)
+	b.LearnAcks = append(b.LearnAcks[:0:0], b.LearnAcks...)
 	return b
 }
 
@@ -333,6 +334,9 @@ func estimateBytes(b *nodewire.Batch) int {
 	n := 64 + 128*b.Count()
 	for i := range b.Learns {
 		n += len(b.Learns[i].Key) + len(b.Learns[i].Data)
+	}
+	for i := range b.LearnAcks {
+		n += len(b.LearnAcks[i].Key)
 	}
 	return n
 }

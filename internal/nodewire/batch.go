@@ -26,6 +26,16 @@ type Batch struct {
 	// Learns carry committed register values to the nodes that watch the
 	// register (the register watch between nodes).
 	Learns []Learn
+	// LearnAcks acknowledge Learns: the sender keeps sharing a committed
+	// value with a node until that node acknowledged it (a lost learn
+	// left a node on a stale register value for good).
+	LearnAcks []LearnAck
+}
+
+// LearnAck says that its sender knows register Key at Version or newer.
+type LearnAck struct {
+	Key     string
+	Version uint64
 }
 
 // Learn is one committed register value: key, version and the encoded
@@ -38,10 +48,10 @@ type Learn struct {
 
 // Empty reports whether the batch carries nothing.
 func (b *Batch) Empty() bool {
-	return len(b.CAS)+len(b.Data)+len(b.Heartbeats)+len(b.Learns) == 0
+	return len(b.CAS)+len(b.Data)+len(b.Heartbeats)+len(b.Learns)+len(b.LearnAcks) == 0
 }
 
 // Count is the number of messages in the batch (what bounds queues).
 func (b *Batch) Count() int {
-	return len(b.CAS) + len(b.Data) + len(b.Heartbeats) + len(b.Learns)
+	return len(b.CAS) + len(b.Data) + len(b.Heartbeats) + len(b.Learns) + len(b.LearnAcks)
 }

@@ -11,7 +11,9 @@ import (
 )
 
 const (
-	formatV1 byte = 1
+	// formatV2 added the learn acks section (version 1 ended after the
+	// learns).
+	formatV2 byte = 2
 
 	// minCASBytes: a length and wire's smallest message (format, type,
 	// from, to, age, item count).
@@ -27,7 +29,7 @@ func Encode(dst []byte, b *Batch) ([]byte, error) {
 		return dst, err
 	}
 	start := len(dst)
-	dst = append(dst, formatV1)
+	dst = append(dst, formatV2)
 	dst = binary.AppendUvarint(dst, uint64(b.From))
 	dst = binary.AppendUvarint(dst, uint64(b.To))
 	dst, err := appendSections(dst, b)
@@ -76,6 +78,12 @@ func appendSections(dst []byte, b *Batch) ([]byte, error) {
 			return dst, fmt.Errorf("learn %d: %w", i, err)
 		}
 	}
+	dst = binary.AppendUvarint(dst, uint64(len(b.LearnAcks)))
+	for i := range b.LearnAcks {
+		if dst, err = appendLearnAck(dst, &b.LearnAcks[i]); err != nil {
+			return dst, fmt.Errorf("learn ack %d: %w", i, err)
+		}
+	}
 	return dst, nil
 }
 
@@ -105,7 +113,7 @@ func Decode(payload []byte) (Batch, error) {
 		return Batch{}, fmt.Errorf("%w: %d bytes exceed %d", ErrCorrupt, len(payload), MaxPayloadBytes)
 	}
 	r := reader{b: payload}
-	if f := r.byte1("format"); r.err == nil && f != formatV1 {
+	if f := r.byte1("format"); r.err == nil && f != formatV2 {
 		return Batch{}, fmt.Errorf("%w: unknown format version %d", ErrCorrupt, f)
 	}
 	var b Batch
@@ -120,7 +128,7 @@ func Decode(payload []byte) (Batch, error) {
 	return b, nil
 }
 
-// decodeSections decodes the four sections; each count is bounded by what
+// decodeSections decodes the five sections; each count is bounded by what
 // the batch has left of MaxBatchMessages and by the bytes left.
 func decodeSections(r *reader, b *Batch) error {
 	budget := MaxBatchMessages
@@ -153,10 +161,19 @@ func decodeSections(r *reader, b *Batch) error {
 		}
 	}
 	if n := r.count("learn count", budget, minLearnBytes); n > 0 {
+		budget -= n
 		b.Learns = make([]Learn, n)
 		for i := range b.Learns {
 			if decodeLearn(r, &b.Learns[i]); r.err != nil {
 				return fmt.Errorf("learn %d: %w", i, r.err)
+			}
+		}
+	}
+	if n := r.count("learn ack count", budget, minLearnAckBytes); n > 0 {
+		b.LearnAcks = make([]LearnAck, n)
+		for i := range b.LearnAcks {
+			if decodeLearnAck(r, &b.LearnAcks[i]); r.err != nil {
+				return fmt.Errorf("learn ack %d: %w", i, r.err)
 			}
 		}
 	}

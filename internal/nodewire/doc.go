@@ -4,12 +4,12 @@
 // version, a length bounded before allocation, CRC-32C). It is pure: no IO
 // beyond the *bufio.Reader handed to ReadFrame, no goroutines, no state.
 //
-// Batch encoding, format version 1. Integers are uvarints in their shortest
+// Batch encoding, format version 2 (version 1 had no learn acks section). Integers are uvarints in their shortest
 // form, durations zigzag varints (binary.AppendVarint) in theirs; a longer
 // encoding is refused, so every batch has exactly one encoding and a
 // decoded batch re-encodes to the same bytes:
 //
-//	format      byte     (formatV1)
+//	format      byte     (formatV2)
 //	from, to    uvarint
 //	cas         count uvarint, then each: uvarint length, one caspaxos/wire
 //	            message (wire.AppendMessage)
@@ -45,8 +45,10 @@
 //	learns      count uvarint, then each: key (uvarint length, at most
 //	            MaxLearnKeyBytes, bytes), uvarint version, data (uvarint
 //	            length, at most MaxLearnDataBytes, bytes)
+//	learn acks  count uvarint, then each: key (as a learn's), uvarint
+//	            version
 //
-// Nothing may follow the last section. The four counts together are at
+// Nothing may follow the last section. The five counts together are at
 // most MaxBatchMessages, and every count is checked against the bytes left
 // (each item takes at least a few bytes) before anything is allocated, so a
 // hostile count costs no more than the bytes that carry it.

@@ -61,7 +61,7 @@ func TestReadFrameRefuses(t *testing.T) {
 		{"magic", flip(0), DefaultMaxFrameBytes, ErrCorrupt, "bad magic"},
 		{"too large", frame, 4, ErrCorrupt, "exceeds the bound 4"},
 		{"cut", frame[:len(frame)-1], DefaultMaxFrameBytes, io.ErrUnexpectedEOF, "unexpected EOF"},
-		{"bad payload", wire.AppendFrame(nil, []byte{formatV1, 0, 0, 9}), DefaultMaxFrameBytes, ErrCorrupt, "cas count 9 cannot fit"},
+		{"bad payload", wire.AppendFrame(nil, []byte{formatV2, 0, 0, 9}), DefaultMaxFrameBytes, ErrCorrupt, "cas count 9 cannot fit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := ReadFrame(bufio.NewReader(bytes.NewReader(tc.stream)), tc.max, nil)

@@ -86,6 +86,7 @@ func (g gen) batch() Batch {
 		Data:       makeList(g.count(4), g.data),
 		Heartbeats: makeList(g.count(3), g.heartbeat),
 		Learns:     makeList(g.count(3), g.learn),
+		LearnAcks:  makeList(g.count(3), g.learnAck),
 	}
 }
 
@@ -164,6 +165,8 @@ func (g gen) heartbeat() failover.Heartbeat {
 	}
 }
 
+func (g gen) learnAck() LearnAck { return LearnAck{Key: g.str(20), Version: g.num()} }
+
 func (g gen) learn() Learn {
 	return Learn{Key: g.str(20), Version: g.num(), Data: g.bytes(50)}
 }
@@ -183,6 +186,7 @@ func canonical(b Batch) Batch {
 		h.Suspects, h.Gray, h.Withheld = canonList(h.Suspects, nil), canonList(h.Gray, nil), canonList(h.Withheld, nil)
 	})
 	b.Learns = canonList(b.Learns, func(l *Learn) { l.Data = canonBytes(l.Data) })
+	b.LearnAcks = canonList(b.LearnAcks, nil)
 	return b
 }
 

@@ -37,3 +37,19 @@ func decodeLearn(r *reader, l *Learn) {
 		l.Data = bytes.Clone(d)
 	}
 }
+
+// minLearnAckBytes: key length, version.
+const minLearnAckBytes = 2
+
+func appendLearnAck(dst []byte, a *LearnAck) ([]byte, error) {
+	if len(a.Key) > MaxLearnKeyBytes {
+		return dst, fmt.Errorf("key of %d bytes exceeds %d", len(a.Key), MaxLearnKeyBytes)
+	}
+	dst = appendString(dst, a.Key)
+	return binary.AppendUvarint(dst, a.Version), nil
+}
+
+func decodeLearnAck(r *reader, a *LearnAck) {
+	a.Key = string(r.bytes("learn ack key", MaxLearnKeyBytes))
+	a.Version = r.uvarint("learn ack version")
+}

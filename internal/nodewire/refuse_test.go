@@ -18,18 +18,18 @@ func uv(x uint64) []byte { return binary.AppendUvarint(nil, x) }
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
 // hdr is the header of a hand-made payload (format, from 0, to 0).
-func hdr() []byte { return []byte{formatV1, 0, 0} }
+func hdr() []byte { return []byte{formatV2, 0, 0} }
 
-// noSections is four empty sections.
-func noSections() []byte { return []byte{0, 0, 0, 0} }
+// noSections is five empty sections.
+func noSections() []byte { return []byte{0, 0, 0, 0, 0} }
 
 // dataOnly is a batch whose only section is one partition message body.
 func dataOnly(body ...[]byte) []byte {
-	return cat(hdr(), []byte{0, 1}, cat(body...), []byte{0, 0})
+	return cat(hdr(), []byte{0, 1}, cat(body...), []byte{0, 0, 0})
 }
 
 // hbOnly is a batch whose only section is one heartbeat body.
-func hbOnly(body ...[]byte) []byte { return cat(hdr(), []byte{0, 0, 1}, cat(body...), []byte{0}) }
+func hbOnly(body ...[]byte) []byte { return cat(hdr(), []byte{0, 0, 1}, cat(body...), []byte{0, 0}) }
 
 // TestDecodeRefuses: malformed payloads are refused with ErrCorrupt and a
 // message naming the problem.
@@ -40,10 +40,10 @@ func TestDecodeRefuses(t *testing.T) {
 		payload    []byte
 	}{
 		{"empty", "format truncated", nil},
-		{"unknown format", "unknown format version 2", cat([]byte{2, 0, 0}, noSections())},
+		{"unknown format", "unknown format version 1", cat([]byte{1, 0, 0}, noSections())},
 		{"trailing byte", "1 trailing bytes", cat(hdr(), noSections(), []byte{0})},
-		{"non-canonical uvarint", "from not in shortest form", cat([]byte{formatV1, 0x80, 0x00, 0}, noSections())},
-		{"uvarint overflow", "from overflows 64 bits", cat([]byte{formatV1}, bytes.Repeat([]byte{0xff}, 10), []byte{1, 0}, noSections())},
+		{"non-canonical uvarint", "from not in shortest form", cat([]byte{formatV2, 0x80, 0x00, 0}, noSections())},
+		{"uvarint overflow", "from overflows 64 bits", cat([]byte{formatV2}, bytes.Repeat([]byte{0xff}, 10), []byte{1, 0}, noSections())},
 		{"cas count beyond bytes", "cas count 5 cannot fit", cat(hdr(), []byte{5, 0, 0, 0})},
 		{"unknown cas type", "unknown type 99", cat(hdr(), []byte{1, 6, 1, 99, 0, 0, 0, 0}, []byte{0, 0, 0})},
 		{"empty cas message", "format truncated", cat(hdr(), []byte{1, 0}, bytes.Repeat([]byte{0}, 9))},
@@ -63,7 +63,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"delete with value", "delete op with a value", dataOnly([]byte{1}, uv(dEntries), []byte{1, 1, 1, 1, 0, 1, 'x'})},
 		{"op key too long", "op key length 4097 exceeds 4096", dataOnly([]byte{1}, uv(dEntries), []byte{1, 1, 1, 0}, uv(MaxKeyBytes+1), make([]byte, MaxKeyBytes+1), []byte{0})},
 		{"history over bound", "history count 257 exceeds 256", dataOnly([]byte{1}, uv(dHistory), uv(MaxHistory+1), make([]byte, 600))},
-		{"kv value length beyond bytes", "kv value length 9 but 4 bytes left", dataOnly([]byte{1}, uv(dKVs), []byte{1, 0, 9, 0, 0})},
+		{"kv value length beyond bytes", "kv value length 9 but 5 bytes left", dataOnly([]byte{1}, uv(dKVs), []byte{1, 0, 9, 0, 0})},
 		{"unknown heartbeat kind 0", "unknown heartbeat kind 0", hbOnly([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0})},
 		{"unknown heartbeat kind", "unknown heartbeat kind 5", hbOnly([]byte{5, 0, 0, 0, 0, 0, 0, 0, 0})},
 		{"heartbeat count over bound", "heartbeat count 257 exceeds 256", cat(hdr(), []byte{0, 0}, uv(MaxBatchHeartbeats+1), make([]byte, 9*(MaxBatchHeartbeats+1)))},
@@ -72,7 +72,9 @@ func TestDecodeRefuses(t *testing.T) {
 		{"withheld over bound", "withheld 1025 exceeds 1024", hbOnly(validHB, []byte{0, 0}, uv(MaxNodeList+1), make([]byte, MaxNodeList+1))},
 		{"learn key too long", "learn key length 1025 exceeds 1024", cat(hdr(), []byte{0, 0, 0, 1}, uv(MaxLearnKeyBytes+1), make([]byte, MaxLearnKeyBytes+3))},
 		{"learn data too long", "learn data length 1048577 exceeds 1048576", cat(hdr(), []byte{0, 0, 0, 1, 0, 0}, uv(MaxLearnDataBytes+1))},
-		{"total over budget", "heartbeat count 1 exceeds 0", cat(hdr(), []byte{0}, uv(MaxBatchMessages), bytes.Repeat([]byte{1, 0}, MaxBatchMessages), []byte{1}, validHB, []byte{0, 0, 0, 0})},
+		{"learn ack key too long", "learn ack key length 1025 exceeds 1024", cat(hdr(), []byte{0, 0, 0, 0, 1}, uv(MaxLearnKeyBytes+1), make([]byte, MaxLearnKeyBytes+2))},
+		{"learn ack truncated", "learn ack version truncated", cat(hdr(), []byte{0, 0, 0, 0, 1, 1, 'k'})},
+		{"total over budget", "heartbeat count 1 exceeds 0", cat(hdr(), []byte{0}, uv(MaxBatchMessages), bytes.Repeat([]byte{1, 0}, MaxBatchMessages), []byte{1}, validHB, []byte{0, 0, 0, 0, 0})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode(tc.payload)
@@ -147,6 +149,7 @@ func TestEncodeRefuses(t *testing.T) {
 		{"withheld too long", "withheld: 1025 nodes exceed 1024", hb(func(h *failover.Heartbeat) { h.Withheld = make([]NodeID, MaxNodeList+1) })},
 		{"learn key too long", "learn 0: key of 1025 bytes", Batch{Learns: []Learn{{Key: strings.Repeat("k", MaxLearnKeyBytes+1)}}}},
 		{"learn data too long", "data of 1048577 bytes", Batch{Learns: []Learn{{Data: make([]byte, MaxLearnDataBytes+1)}}}},
+		{"learn ack key too long", "learn ack 0: key of 1025 bytes", Batch{LearnAcks: []LearnAck{{Key: strings.Repeat("k", MaxLearnKeyBytes+1)}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := []byte("keep")
