@@ -452,6 +452,19 @@ func (h *Host) CatchUp(now time.Duration, p ID, reg Region, from LSN) error {
 	return nil
 }
 
+// LeaseErr is nil when p's replica may act on its lease at now (serve
+// strong reads, acknowledge writes), and otherwise says why not, wrapping
+// ErrLeaseExpired: the lease ended, or its run was not yet validated at
+// the replica's epoch. The replica's own paths apply the same rule; this
+// is for checkers and diagnostics.
+func (h *Host) LeaseErr(p ID, now time.Duration) error {
+	r, err := h.replica(p)
+	if err != nil {
+		return err
+	}
+	return r.leaseErr(now)
+}
+
 // Progress reports p's positions.
 func (h *Host) Progress(p ID) (Progress, error) {
 	r, err := h.replica(p)

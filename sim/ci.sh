@@ -161,8 +161,7 @@ echo "== cluster edge scripts"
 for e in drift lease wq-lag cut; do
 	simrun "$out/edge-$e.txt" --scenario "cluster-edge-$e" --seeds 1..3
 done
-# min-durability seed 3 still fails liveness (docs/BENCHMARKS.md): 1..2 only.
-simrun "$out/edge-min-durability.txt" --scenario cluster-edge-min-durability --seeds 1..2
+simrun "$out/edge-min-durability.txt" --scenario cluster-edge-min-durability --seeds 1..3
 simrun "$out/edge-drift-light.txt" --scenario cluster-edge-drift --faults light --seeds 1..2
 simrun "$out/edge-drift-beyond.txt" --scenario cluster-edge-drift-beyond --seeds 1..3
 # The cluster canaries, each its own test-only build: a follower applying

@@ -219,10 +219,15 @@ type EdgeFigures struct {
 	// have come before its end); LeaseOverlaps those that committed while
 	// it still held its lease (a violation); MinLeaseGap the smallest time
 	// from a deposed lease's end to its takeover (negative: an overlap).
-	Takeovers       int     `json:"takeovers"`
-	MarginTakeovers int     `json:"margin_takeovers"`
-	LeaseOverlaps   int     `json:"lease_overlaps"`
-	MinLeaseGapS    float64 `json:"min_lease_gap_s"`
+	Takeovers       int `json:"takeovers"`
+	MarginTakeovers int `json:"margin_takeovers"`
+	LeaseOverlaps   int `json:"lease_overlaps"`
+	// NotServing: takeovers that committed inside the deposed node's lease
+	// while its replica could not act on it (fenced, or the node's lease
+	// run not yet validated at its epoch, as after a restart): no overlap,
+	// and left out of MinLeaseGapS.
+	NotServing   int     `json:"takeovers_not_serving"`
+	MinLeaseGapS float64 `json:"min_lease_gap_s"`
 	// The lease gate: acknowledgements withheld because the lease had
 	// lapsed (partition.HostStats.AcksWithheld, over every node) and
 	// client requests refused for a lapsed lease (partition.ErrLeaseExpired).
@@ -708,6 +713,12 @@ func (es *edgeState) learn(i int, old, s failover.State, at time.Duration) {
 		end := w.VirtualAt(x, fw.nodes[x].lease)
 		gap := at - end
 		fw.e.cfg.Logger.Debug("edge takeover", "part", fw.parts[i].name, "at", at, "lease_end", end, "gap", gap, "proposer", t.Proposer, "to", t.To, "reason", t.Reason)
+		if gap < 0 && at == w.Now() && !fw.servesOnLease(fw.nodes[x], i) {
+			// Its node's lease holds, but the replica may not act on it
+			// (fenced, or its lease run not validated): no overlap.
+			es.fig.NotServing++
+			continue
+		}
 		if !es.gapSet || gap.Seconds() < es.fig.MinLeaseGapS {
 			es.fig.MinLeaseGapS, es.gapSet = gap.Seconds(), true
 		}

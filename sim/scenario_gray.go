@@ -161,3 +161,16 @@ func (fw *foWorld) actsAsWriteRegion(n *foNode, i int) bool {
 	p, err := n.node.Host().Progress(fw.parts[i].id)
 	return err == nil && p.Role == partition.RoleLeader
 }
+
+// servesOnLease reports whether n's replica of partition i could
+// acknowledge a write or serve a strong read now: it acts as write region
+// and its lease holds by the replica's own rule, which also asks that the
+// node's current lease run was validated at the replica's epoch. A node
+// that restarts, or regains its lease after a lapse, holds a node lease at
+// once, but none of its replicas acts on it before its reassert commits;
+// the node lease alone flagged such a write region as still serving
+// (cluster-edge-min-durability seed 2: node 0 restarted while a failover
+// out of its region was in flight).
+func (fw *foWorld) servesOnLease(n *foNode, i int) bool {
+	return fw.actsAsWriteRegion(n, i) && n.node.Host().LeaseErr(fw.parts[i].id, fw.e.w.Local(n.idx)) == nil
+}
