@@ -53,14 +53,18 @@ func TestGracefulDrainScenario(t *testing.T) {
 // manager's bucket was right; the check counted one start twice: a
 // partition whose switchover aborted and started again carries both
 // starts in its history, and each later learn of it added the first one
-// again. Every start is counted once now: each partition of the drain
-// started once, plus once more per abort.
+// again. Every start is counted once now. Seed 8 stopped restarting a
+// switchover once session 8's merges moved its run (no seed of 1..40
+// aborts one any more); seed 5 restarts many (60 starts for 33
+// partitions, from refused and overtaken starts under the swarm), each
+// carried in its partition's history, so a start counted again at each
+// learn would break the rate check there.
 func TestDrainRateCheckCountsARestartedSwitchoverOnce(t *testing.T) {
-	res, err := Run(Config{Scenario: "graceful-drain", Seed: 8, Faults: FaultsSwarm, Partitions: 60, FailoverProfile: "fast",
+	res, err := Run(Config{Scenario: "graceful-drain", Seed: 5, Faults: FaultsSwarm, Partitions: 60, FailoverProfile: "fast",
 		Outage: time.Minute, Duration: time.Minute})
 	require.NoError(t, err)
 	require.Empty(t, res.Violations)
 	f := res.ScenarioFigures.Drain
-	require.Positive(t, f.Aborts, "the seed restarts an aborted switchover")
-	require.Equal(t, f.Partitions+f.Aborts, f.Starts)
+	require.Greater(t, f.Starts, f.Partitions, "the seed restarts switchovers")
+	require.GreaterOrEqual(t, f.Starts, f.Partitions+f.Aborts)
 }
