@@ -63,6 +63,10 @@ type Agent struct {
 	// specCh is closed when the first spec is known.
 	specCh   chan struct{}
 	specOnce sync.Once
+	// specRefresh serializes refreshSpec: the spec loop and an operator's
+	// request (a global pause) both read and adopt the spec, and two at
+	// once raced on the cache file's temporary name.
+	specRefresh sync.Mutex
 	// poke asks the spec loop to read the register now.
 	poke chan struct{}
 

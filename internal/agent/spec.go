@@ -79,6 +79,8 @@ func (a *Agent) specLoop(ctx context.Context) error {
 
 // refreshSpec reads the register once and adopts a newer spec.
 func (a *Agent) refreshSpec(ctx context.Context) error {
+	a.specRefresh.Lock()
+	defer a.specRefresh.Unlock()
 	cand := a.spec.Load()
 	if cand == nil {
 		v, ok := a.sysacc.Local()
