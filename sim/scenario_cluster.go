@@ -57,6 +57,14 @@ func (clusterScenario) Description() string {
 
 func (s clusterScenario) Run(cfg Config) (Result, error) {
 	s.seed = cfg.Seed
+	res, _, err := runCluster(s, cfg)
+	return res, err
+}
+
+// runCluster runs sc with the cluster scenario's defaults (partitions,
+// fault window, warm-up) and its failure report; the edge scripts share
+// it.
+func runCluster(sc foScript, cfg Config) (Result, *foRun, error) {
 	if cfg.Partitions == 0 {
 		cfg.Partitions = clusterPartitions
 	}
@@ -66,15 +74,15 @@ func (s clusterScenario) Run(cfg Config) (Result, error) {
 	if cfg.Duration == 0 {
 		cfg.Duration = clusterWarm
 	}
-	res, r, err := runScripted(s, cfg)
+	res, r, err := runScripted(sc, cfg)
 	if err != nil {
-		return res, err
+		return res, r, err
 	}
 	res.Faults = cfg.Faults.String()
 	if r != nil && r.cluster != nil {
 		r.cluster.finishFailure(&res)
 	}
-	return res, nil
+	return res, r, nil
 }
 
 func (clusterScenario) profile() string { return "fast" }

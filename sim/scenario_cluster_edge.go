@@ -125,22 +125,9 @@ func (s clusterEdgeScenario) Description() string {
 
 func (s clusterEdgeScenario) Run(cfg Config) (Result, error) {
 	s.seed = cfg.Seed
-	if cfg.Partitions == 0 {
-		cfg.Partitions = clusterPartitions
-	}
-	if cfg.Outage == 0 {
-		cfg.Outage = clusterWindow
-	}
-	if cfg.Duration == 0 {
-		cfg.Duration = clusterWarm
-	}
-	res, r, err := runScripted(s, cfg)
+	res, _, err := runCluster(s, cfg)
 	if err != nil {
 		return res, err
-	}
-	res.Faults = cfg.Faults.String()
-	if r != nil && r.cluster != nil {
-		r.cluster.finishFailure(&res)
 	}
 	if s.edge == edgeDriftBeyond {
 		res.ExpectedUnsafe = true
