@@ -143,6 +143,7 @@ type Stats struct {
 	LearnsResent uint64 // shared values sent again for want of an ack
 	LearnAcks    uint64 // acknowledgements of shared values
 	ReadsBack    uint64 // register reads asked for by the node's own evidence
+	ReadsUnknown uint64 // register reads after a CAS of unknown outcome
 	DroppedCAS   uint64 // replies for an earlier incarnation's proposer
 	DroppedData  uint64 // messages for partitions this node does not host
 	ActionErrors uint64

@@ -179,13 +179,31 @@ func (n *Node) opDone(res *caspaxos.Result) {
 		n.obs.CASDone(p.id, op.prop, out, n.now-op.at)
 		n.mgr.CASDone(n.now, p.name, out == CASCommitted, cause)
 		n.fed = true
+		if out == CASFailed && errors.Is(res.Err, caspaxos.ErrUnknownOutcome) {
+			// An accept of this CAS may have been chosen unheard: then
+			// the register holds a value that no node knows, this one
+			// included (only what a node knows it wrote or read is
+			// shared), and nothing may ever make one read it (the
+			// manager proposes again only while its reason lasts). A
+			// failover to this node's region whose outcome was lost
+			// left it a follower of the old epoch while the old write
+			// region, told by its own conflicting CAS, followed the new
+			// one: no write region at all (graceful-drain and flapping
+			// swarm seeds 7 and 10). Read to learn, and share it.
+			n.stats.ReadsUnknown++
+			n.mgr.RequestRead(p.name)
+		}
 	}
 	if committed && cur.Exists() {
 		if s, err := failover.Decode(cur.Data); err == nil {
-			if n.observe(n.now, p, cur.Version, s) && res.Err == nil {
-				// Share what this node committed (or read back): the
-				// nodes hosting the partition learn it without a
-				// register operation of their own.
+			if n.observe(n.now, p, cur.Version, s) {
+				// Share what this node committed, read back or found
+				// in its CAS's conflict: the nodes hosting the
+				// partition learn it without a register operation of
+				// their own. A conflict's value is shared too: its
+				// committer may never have heard that it won (an
+				// unknown outcome) and stopped before reading it back,
+				// and then no other node would ever learn it.
 				n.share(p, cur)
 			}
 		}
