@@ -438,6 +438,9 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, at time.Dura
 	if old.have {
 		fw.m.registerWrite(fw, i, old.state, s, at)
 	}
+	if old.have {
+		fw.checkLeaseOverlap(i, old.state, s, at)
+	}
 	if fw.onLearn != nil && old.have {
 		fw.onLearn(i, old.state, s, at)
 	}
