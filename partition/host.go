@@ -465,6 +465,21 @@ func (h *Host) LeaseErr(p ID, now time.Duration) error {
 	return r.leaseErr(now)
 }
 
+// ServeErr is nil when p's replica would serve a strong read at its own
+// epoch at now by its role and its lease: it is the leading write region
+// (not a follower, not paused for a switchover) and may act on its lease
+// (LeaseErr). Otherwise it is the redirect or the lease error such a read
+// would get. The read path applies this very rule (no guard counts
+// here); checkers ask it whether a replica "serves on its lease" instead
+// of keeping their own copy.
+func (h *Host) ServeErr(p ID, now time.Duration) error {
+	r, err := h.replica(p)
+	if err != nil {
+		return err
+	}
+	return r.serveErr(now)
+}
+
 // Progress reports p's positions.
 func (h *Host) Progress(p ID) (Progress, error) {
 	r, err := h.replica(p)

@@ -253,6 +253,18 @@ func (r *Replica) follower(reg Region) *follower {
 // 1000 partitions that burst is what saturated the agents (issue 16).
 // An unknown epoch (0) is still redirected: such a client has no route.
 func (r *Replica) redirect(reqEpoch Epoch) error {
+	e := r.redirectOf(reqEpoch)
+	if e == nil {
+		return nil
+	}
+	r.h.guards.Fire(redirectGuard(e.Reason))
+	return e
+}
+
+// redirectOf is redirect's rule without counting its guard (serveErr
+// asks it for checkers): nil when this replica serves a request of
+// reqEpoch.
+func (r *Replica) redirectOf(reqEpoch Epoch) *RedirectError {
 	e := &RedirectError{Partition: r.id, Epoch: r.epoch, WriteRegion: r.writeRegion, RequestEpoch: reqEpoch}
 	switch {
 	case reqEpoch < r.epoch && reqEpoch != 0 && r.role == RoleLeader:
@@ -268,8 +280,19 @@ func (r *Replica) redirect(reqEpoch Epoch) error {
 	default:
 		return nil
 	}
-	r.h.guards.Fire(redirectGuard(e.Reason))
 	return e
+}
+
+// serveErr is the rule a strong read at the replica's own epoch is
+// admitted by, as far as its role and lease go (admitRead: the redirect,
+// then the lease): nil when it would serve one at now. Whether its state
+// is readable yet (a snapshot, a read barrier) is left out: a replica
+// waiting for that still serves on its lease a moment later.
+func (r *Replica) serveErr(now time.Duration) error {
+	if e := r.redirectOf(r.epoch); e != nil {
+		return e
+	}
+	return r.leaseErr(now)
 }
 
 // redirectGuard names the guard a redirect of reason why fires.

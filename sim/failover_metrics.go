@@ -53,6 +53,8 @@ type foMetrics struct {
 	// refused counts register operations the node's proposer refused at
 	// submit, by kind (init, cas, read).
 	refused foRefused
+	// The lease-overlap check's runs and findings (lease_overlap.go).
+	leaseChecks, leaseOverlaps uint64
 }
 
 // foRefused counts register operations a proposer refused at submit.
@@ -352,7 +354,12 @@ type FailoverReport struct {
 	// RegisterOpsRefused: register operations a node's proposer refused
 	// at submit (its bound on keys in flight, or the node down).
 	RegisterOpsRefused foRefused `json:"register_ops_refused"`
-	Paper              Paper     `json:"paper"`
+	// LeaseChecks is the moves of a write region the lease-overlap check
+	// ran on (lease_overlap.go), LeaseOverlaps those it found another
+	// replica still serving on its lease at (each a violation).
+	LeaseChecks   uint64 `json:"lease_checks"`
+	LeaseOverlaps uint64 `json:"lease_overlaps"`
+	Paper         Paper  `json:"paper"`
 }
 
 // RPODist is the data loss in acknowledged operations per partition.
@@ -397,7 +404,7 @@ func (m *foMetrics) report(fw *foWorld, profile string, lost []int) *FailoverRep
 	r := &FailoverReport{Partitions: len(fw.parts), FailoverProfile: profile, Paper: paperFigures(),
 		RegisterWrites: m.regWrites, RegisterWritesByKind: m.regByKind, Failovers: m.failovers, ResyncBytes: m.resyncBytes,
 		FalseProgressOps: m.falseProgress, ActionErrors: m.actionErrors, FirstActionError: m.firstActionErr,
-		RegisterOpsRefused: m.refused}
+		RegisterOpsRefused: m.refused, LeaseChecks: m.leaseChecks, LeaseOverlaps: m.leaseOverlaps}
 	for _, a := range m.affected {
 		if a {
 			r.AffectedPartitions++

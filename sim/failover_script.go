@@ -117,7 +117,7 @@ func runScripted(s foScript, cfg Config) (Result, *foRun, error) {
 	fw.clientsOn = false
 	fw.runUntil(e.w.Now()+time.Minute, func() bool { return fw.pendingClientOps() == 0 })
 	if bound := fw.livenessBound(); !fw.runUntil(e.w.Now()+bound, fw.converged) {
-		r.violation(ViolationLiveness, "not converged within %v after the clients stopped: %s", bound, fw.unconverged(fw.partConverged))
+		r.violation(ViolationLiveness, "not converged within %v (%s) after the clients stopped: %s", bound, fw.livenessBoundWhy(), fw.unconverged(fw.partConverged))
 	}
 	res := fw.finish(cfg, profName, s.Name())
 	res.FailoverReport.ResyncSeconds = (r.resyncDone - r.back).Seconds()

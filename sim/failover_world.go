@@ -438,6 +438,9 @@ func (fw *foWorld) learned(i int, version uint64, s failover.State, at time.Dura
 	if old.have {
 		fw.m.registerWrite(fw, i, old.state, s, at)
 	}
+	if old.have {
+		fw.checkLeaseOverlap(i, old.state, s, at)
+	}
 	if fw.onLearn != nil && old.have {
 		fw.onLearn(i, old.state, s, at)
 	}
@@ -502,15 +505,41 @@ func foBackground(p FaultProfile, prof failover.Config, outage time.Duration) Fa
 // under background faults too.
 func (fw *foWorld) alone() bool { return fw.e.cfg.Faults == FaultsNone }
 
-// livenessBound is how long the settled world has to converge: the
-// configured bound, plus, after background faults, the longest grow
-// hold-off (shrinks they caused hold a region out of the write quorum
-// for up to GrowHoldOffMax: the hysteresis working, not a stuck system).
+// livenessBound is how long the settled world has to converge once the
+// clients stopped (see convergeBound).
 func (fw *foWorld) livenessBound() time.Duration {
-	if fw.alone() {
-		return fw.e.cfg.LivenessBound
-	}
-	return fw.e.cfg.LivenessBound + fw.spec.profile.GrowHoldOffMax
+	return convergeBound(fw.e.cfg.LivenessBound, fw.spec.profile)
+}
+
+// convergeBound is the liveness phase's bound, derived from the failover
+// configuration so that a correct system is never failed by a window
+// shorter than its own rules, and a stuck one is still caught:
+//
+//   - a failure verdict under way when the phase starts may still shrink
+//     a region out of a write quorum: a gray or stalled-follower verdict
+//     lands up to GrayStall after the evidence that began it (the clients
+//     stopped, so none is new), and a node judged failed (silent, or its
+//     lease withheld by a gray verdict) is shrunk out a takeover delay
+//     later;
+//   - that shrink holds the region out for up to GrowHoldOffMax (the
+//     hysteresis doubles the hold with each shrink within FlapWindow);
+//   - catchUp (Config.LivenessBound) is left for everything else: the
+//     region's catch-up, the grow's two steps, the register writes.
+//
+// It holds for every script, with or without background faults: a
+// script's own fault shrinks write quorums too. A fixed window failed
+// cluster-edge-lease seed 3, a correct run: a pause of a write region's
+// node led to a third shrink 0.4 s into the phase, whose grow was held
+// off 1 min (15 s doubled twice), 0.35 s past the window's end.
+func convergeBound(catchUp time.Duration, p failover.Config) time.Duration {
+	return p.GrayStall + p.TakeoverDelay() + p.GrowHoldOffMax + catchUp
+}
+
+// livenessBoundWhy says what the bound is made of, for the violation.
+func (fw *foWorld) livenessBoundWhy() string {
+	p := fw.spec.profile
+	return fmt.Sprintf("GrayStall %v + takeover delay %v + GrowHoldOffMax %v + catch-up %v",
+		p.GrayStall, p.TakeoverDelay(), p.GrowHoldOffMax, fw.e.cfg.LivenessBound)
 }
 
 // startFaults turns the background faults on (none under --faults none).

@@ -12,8 +12,8 @@ import (
 )
 
 // switchoverLeaseScript asks a healthy write region to switch one
-// partition over and runs the gray-failure scenario's lease-gap check
-// when the move commits. The old node holds its lease throughout (nothing
+// partition over and runs the lease-overlap check (once the gray-failure
+// scenario's lease-gap check) when the move commits. The old node holds its lease throughout (nothing
 // is down), so the check can tell a lease gap from a fenced replica only
 // by the replica's role.
 type switchoverLeaseScript struct {
@@ -42,7 +42,7 @@ func (s *switchoverLeaseScript) inject(r *foRun) {
 	st := fw.reg[s.part].state
 	n := fw.partNode(s.part, st.WriteRegion)
 	s.node = n.idx
-	s.actsBefore = fw.actsAsWriteRegion(n, s.part)
+	s.actsBefore = fw.servesOnLease(n, s.part)
 	var target quorum.Region
 	for _, reg := range fw.regions {
 		if reg != st.WriteRegion {
@@ -55,8 +55,9 @@ func (s *switchoverLeaseScript) inject(r *foRun) {
 			return
 		}
 		s.seen = true
-		end, gap := fw.leaseGapAtTakeover(fw.nodes[s.node], i, at)
-		s.leaseHeld, s.gapAtCommit = end > at, gap
+		n := fw.nodes[s.node]
+		s.leaseHeld = fw.e.w.VirtualAt(n.idx, n.lease) > at
+		_, _, s.gapAtCommit = fw.leaseOverlap(i, st)
 	}
 	if err := n.node.Switchover(n.local(), fw.parts[s.part].id, target, "test"); err != nil {
 		r.violation(ViolationInvariant, "switchover refused: %v", err)
@@ -71,7 +72,7 @@ func (s *switchoverLeaseScript) run(r *foRun, until time.Duration) { r.fw.e.run(
 // replica was fenced first and redirects everything. The gray-failure
 // scenario's lease-gap check counted that as a takeover within the lease
 // (gray-failure swarm seeds 4 and 11); it must count only a replica that
-// still acts as write region, which the same replica did before the fence.
+// still serves on its lease, which the same replica did before the fence.
 func TestLeaseGapCheckIgnoresAFencedWriteRegion(t *testing.T) {
 	s := &switchoverLeaseScript{}
 	res, err := s.Run(Config{Seed: 1, Partitions: 4, Outage: 20 * time.Second, Duration: 20 * time.Second}.withDefaults())

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,6 +69,13 @@ func TestEdgeScriptsReachTheirGuards(t *testing.T) {
 				assert.True(t, res.ExpectedUnsafe)
 				assert.True(t, res.UnsafeFound, "expected unsafe and found so")
 				assert.NotEmpty(t, res.Violations)
+				// The lease-overlap check (every move of a write region)
+				// and the script's figure ask the same rule: every
+				// overlap the script counted is a violation.
+				require.NotNil(t, res.FailoverReport)
+				assert.GreaterOrEqual(t, res.FailoverReport.LeaseOverlaps, uint64(f.LeaseOverlaps))
+				assert.True(t, slices.ContainsFunc(res.Violations, func(v string) bool { return strings.Contains(v, "lease overlap") }),
+					"a lease-overlap violation: %v", res.Violations)
 			} else {
 				assert.False(t, res.ExpectedUnsafe)
 			}

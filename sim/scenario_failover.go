@@ -213,7 +213,7 @@ func (s failoverScenario) run(cfg Config) (Result, *foDrill, error) {
 	fw.clientsOn = false
 	d.runUntil(e.w.Now()+time.Minute, func() bool { return fw.pendingClientOps() == 0 })
 	if bound := fw.livenessBound(); !d.runUntil(e.w.Now()+bound, fw.converged) {
-		e.viol.add(e.w.Now(), ViolationLiveness, "not converged within %v after the clients stopped: %s", bound, fw.unconverged(fw.partConverged))
+		e.viol.add(e.w.Now(), ViolationLiveness, "not converged within %v (%s) after the clients stopped: %s", bound, fw.livenessBoundWhy(), fw.unconverged(fw.partConverged))
 	}
 	d.check(s.fault)
 	if d.lateAcks > 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/fmnode/fmnode/caspaxos/wire"
+	"github.com/fmnode/fmnode/internal/nodewire"
 )
 
 // The hello, the first frame each way on a connection, framed like the
@@ -21,10 +22,17 @@ import (
 //	reason   byte length + bytes (why a helloRefuse refused)
 //
 // A version change that is not backward compatible bumps ProtocolVersion;
-// an acceptor refuses a version it does not speak, naming its own.
+// an acceptor refuses a version it does not speak, naming its own. The
+// hello's own layout is the same in every version, so a peer of another
+// version reads the refusal and its reason.
 const (
-	// ProtocolVersion is the node transport protocol this package speaks.
-	ProtocolVersion = 1
+	// ProtocolVersion is the node transport protocol this package speaks:
+	// the batch format (nodewire.FormatVersion), the frames' payload. It
+	// follows the format rather than being bumped by hand: version 2 (batch
+	// format 2, learn acks) once kept saying 1, so a node of format 1
+	// passed the hello and then every batch either way was refused as
+	// corrupt, the connection closed and was dialed again, for good.
+	ProtocolVersion = uint16(nodewire.FormatVersion)
 
 	helloMagic   = "FMNN"
 	maxHello     = 1 << 10

@@ -15,6 +15,14 @@ const (
 	// learns).
 	formatV2 byte = 2
 
+	// FormatVersion is the batch format Encode writes and the only one
+	// Decode reads: a peer of another format can exchange no batch with
+	// this one either way (each refuses the other's format byte), so the
+	// node transport's hello carries it (nodenet.ProtocolVersion) and a
+	// mismatch is refused there, naming both versions, before any batch.
+	// Bump it with every change of the encoding.
+	FormatVersion = formatV2
+
 	// minCASBytes: a length and wire's smallest message (format, type,
 	// from, to, age, item count).
 	minCASBytes = 7
