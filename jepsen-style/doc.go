@@ -14,17 +14,23 @@
 //
 // Agent i binds 127.0.1.i (node transport, API, gossip; the first node
 // of each region serves DNS) and dials its peers from that address
-// (source_ip). Its node transport and API are advertised at its proxies
-// on 127.0.2.i, so every byte between two agents, and between the
-// clients and an agent, goes through a userspace L4 proxy (proxy.go).
-// A proxy tells callers apart by source address, so each direction of
-// each pair (and of clients to each agent) has its own rule: cut (the
-// proxy holds the data, as TCP does across a partition), delay with
-// jitter, drop (a chunk waits a retransmission timeout) and a bandwidth
-// cap. Gossip (memberlist, UDP) and DNS are not proxied: membership and
-// routes stay visible across a partition, which is also what a partition
-// of the data network alone does; the failover's liveness runs on the
-// node transport, which is cut. The cluster is mutual TLS throughout
+// (source_ip: the node transport, agent-to-agent API calls and gossip
+// streams; gossip packets leave from the bound gossip socket, on the same
+// address). Its node transport, API and gossip are advertised at its
+// proxies on 127.0.2.i, and its peers join it there (retry_join), so
+// every byte between two agents, gossip included, and between the
+// clients and an agent, goes through a userspace L4 proxy (proxy.go; for
+// gossip a TCP and a UDP proxy on one port, proxy_udp.go). A proxy tells
+// callers apart by source address, so each direction of each pair (and
+// of clients to each agent) has its own rule: cut (a TCP proxy holds the
+// data, as TCP does across a partition; the UDP proxy loses the packet),
+// delay with jitter, drop (a TCP chunk waits a retransmission timeout, a
+// packet is lost) and a bandwidth cap. A partition therefore cuts the
+// membership gossip as well as the node transport: the cut nodes turn
+// dead in each other's view (TestPartitionCutsGossip). DNS is not on the
+// clients' proxied path: the clients resolve routes from the agents' DNS
+// servers directly (see RELIABILITY.md, "Session 9"). The cluster is
+// mutual TLS throughout
 // (a CA, a certificate per node and one for the clients), the fast
 // timing profile, strong consistency, min durability 2 over three
 // regions. The harness's own operator calls (init, switchover, drain,
