@@ -58,6 +58,7 @@ type node struct {
 	dnsAddr           string // bound; empty when it serves no DNS
 	proxNode, proxAPI *proxy
 	proxGossip        *gossipProxy // TCP and UDP, one port
+	proxDNS           *gossipProxy // the clients' DNS, TCP and UDP (relayed); nil when it serves no DNS
 	dir, dataDir      string
 	cfgPath, logPath  string
 	tmpfs             bool
@@ -222,6 +223,11 @@ func (c *cluster) addNode(i int) error {
 	if n.proxGossip, err = startGossipProxy(n.name+"/gossip", i, n.proxyIP, n.gossipAddr, c.links, c.who, c.cfg.Log); err != nil {
 		return err
 	}
+	if n.dnsAddr != "" {
+		if n.proxDNS, err = startDNSProxy(n.name+"/dns", i, n.proxyIP, n.dnsAddr, c.links, c.who, c.cfg.Log); err != nil {
+			return err
+		}
+	}
 	if _, err := certs.CreateNode(c.ca, filepath.Join(n.dir, "tls"), certs.NodeOptions{Name: n.name, Hosts: []string{n.bindIP, n.proxyIP}}); err != nil {
 		return fmt.Errorf("%s: %w", n.name, err)
 	}
@@ -303,6 +309,9 @@ func (c *cluster) kill(n *node) error {
 	n.proxNode.dropConns()
 	n.proxAPI.dropConns()
 	n.proxGossip.tcp.dropConns()
+	if n.proxDNS != nil {
+		n.proxDNS.tcp.dropConns()
+	}
 	return err
 }
 
@@ -346,8 +355,10 @@ func (c *cluster) closeProxies() {
 				_ = p.close(5 * time.Second)
 			}
 		}
-		if n.proxGossip != nil {
-			_ = n.proxGossip.close(5 * time.Second)
+		for _, g := range []*gossipProxy{n.proxGossip, n.proxDNS} {
+			if g != nil {
+				_ = g.close(5 * time.Second)
+			}
 		}
 	}
 }
@@ -431,11 +442,13 @@ func (c *cluster) initSpec(ctx context.Context) (clusterspec.Spec, error) {
 	return resp.Spec, err
 }
 
+// dnsServers are the clients' DNS servers: the DNS proxies, so that the
+// clients' route lookups cross the same links as their requests.
 func (c *cluster) dnsServers() []string {
 	var out []string
 	for _, n := range c.nodes {
-		if n.dnsAddr != "" {
-			out = append(out, n.dnsAddr)
+		if n.proxDNS != nil {
+			out = append(out, n.proxDNS.addr())
 		}
 	}
 	return out

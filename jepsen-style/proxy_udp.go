@@ -19,15 +19,21 @@ import (
 // so both proxies tell the pairs apart as the node transport's do, and
 // the nemesis' link rules cut, delay and drop gossip per direction too.
 //
-// A UDP proxy only forwards: memberlist answers a probe at the address
-// the prober advertised (its proxy), never at a packet's source, so
-// nothing comes back through the forwarding socket. Under a cut a packet
+// A gossip UDP proxy only forwards: memberlist answers a probe at the
+// address the prober advertised (its proxy), never at a packet's source,
+// so nothing comes back through the forwarding socket. A DNS proxy (the
+// clients' route lookups, answered at the query's source) relays: each
+// client source address gets its own forwarding socket, and what the
+// agent answers on it goes back to that client under the reverse link's
+// rule. Under a cut a packet
 // is lost (UDP across a partition), under a drop rate it is lost at that
 // rate, and a delay, jitter or bandwidth cap holds it for that long.
 
 const (
 	udpMaxPacket   = 64 << 10
 	udpMaxInFlight = 1024 // delayed packets held at once; beyond, dropped
+	udpMaxSessions = 256  // relay: client addresses with a forwarding socket at once
+	udpSessionIdle = 30 * time.Second
 )
 
 type udpProxy struct {
@@ -39,17 +45,24 @@ type udpProxy struct {
 	log    *slog.Logger
 
 	in, out *net.UDPConn
+	relay   bool
 	mu      sync.Mutex
 	held    int
 	closed  bool
 	wg      sync.WaitGroup
 	stats   udpStats
+	// sessions (relay only): a forwarding socket per client address.
+	sessions map[string]*net.UDPConn
 }
 
 type udpStats struct{ Forwarded, Cut, Dropped, Overflow uint64 }
 
 // startUDPProxy forwards listen (a bound UDP socket) to target.
 func startUDPProxy(name string, to int, in *net.UDPConn, target string, links *linkTable, who func(net.Addr) int, log *slog.Logger) (*udpProxy, error) {
+	return startUDPProxyMode(name, to, in, target, false, links, who, log)
+}
+
+func startUDPProxyMode(name string, to int, in *net.UDPConn, target string, relay bool, links *linkTable, who func(net.Addr) int, log *slog.Logger) (*udpProxy, error) {
 	if err := checkLoopback(target); err != nil {
 		return nil, fmt.Errorf("udp proxy %s: target: %w", name, err)
 	}
@@ -65,7 +78,8 @@ func startUDPProxy(name string, to int, in *net.UDPConn, target string, links *l
 	if err != nil {
 		return nil, fmt.Errorf("udp proxy %s: forwarding socket: %w", name, err)
 	}
-	p := &udpProxy{name: name, to: to, target: ta, links: links, who: who, log: log, in: in, out: out}
+	p := &udpProxy{name: name, to: to, target: ta, links: links, who: who, log: log, in: in, out: out, relay: relay,
+		sessions: map[string]*net.UDPConn{}}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -79,12 +93,70 @@ func (p *udpProxy) serve() {
 		if err != nil {
 			return // closed
 		}
-		p.forward(append([]byte(nil), buf[:n]...), p.who(from))
+		b := append([]byte(nil), buf[:n]...)
+		if !p.relay {
+			p.pass(b, p.who(from), p.to, func() { _, _ = p.out.WriteToUDP(b, p.target) })
+			continue
+		}
+		s := p.session(from)
+		if s == nil {
+			continue // too many clients at once: lost
+		}
+		p.pass(b, p.who(from), p.to, func() { _, _ = s.WriteToUDP(b, p.target) })
 	}
 }
 
-func (p *udpProxy) forward(b []byte, from int) {
-	r := p.links.get(from, p.to)
+// session is the relay's forwarding socket for a client address, made
+// on its first packet; a goroutine relays the agent's answers back and
+// closes it after udpSessionIdle without one. Nil when the proxy is
+// closed or holds udpMaxSessions.
+func (p *udpProxy) session(client *net.UDPAddr) *net.UDPConn {
+	key := client.String()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.sessions[key]; s != nil || p.closed {
+		return s
+	}
+	if len(p.sessions) >= udpMaxSessions {
+		p.stats.Overflow++
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(p.out.LocalAddr().String())
+	s, err := listenPacketLoopback(net.JoinHostPort(host, "0"))
+	if err != nil {
+		p.log.Debug("udp relay session", "proxy", p.name, "err", err)
+		return nil
+	}
+	p.sessions[key] = s
+	from := p.who(client)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer func() {
+			p.mu.Lock()
+			delete(p.sessions, key)
+			p.mu.Unlock()
+			_ = s.Close()
+		}()
+		buf := make([]byte, udpMaxPacket)
+		for {
+			_ = s.SetReadDeadline(time.Now().Add(udpSessionIdle))
+			n, _, err := s.ReadFromUDP(buf)
+			if err != nil {
+				return // idle, or closed
+			}
+			b := append([]byte(nil), buf[:n]...)
+			p.pass(b, p.to, from, func() { _, _ = p.in.WriteToUDP(b, client) })
+		}
+	}()
+	return s
+}
+
+// pass sends one packet of link (from, to) by send under the link's rule:
+// lost when cut or dropped, held for a delay, jitter and bandwidth cap.
+// A send error is a lost packet (the agent may be down).
+func (p *udpProxy) pass(b []byte, from, to int, send func()) {
+	r := p.links.get(from, to)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -106,7 +178,7 @@ func (p *udpProxy) forward(b []byte, from int) {
 	}
 	if d <= 0 {
 		p.stats.Forwarded++
-		_, _ = p.out.WriteToUDP(b, p.target) // the agent may be down: lost, as a packet is
+		send()
 		return
 	}
 	if p.held >= udpMaxInFlight {
@@ -124,7 +196,7 @@ func (p *udpProxy) forward(b []byte, from int) {
 			return
 		}
 		p.stats.Forwarded++
-		_, _ = p.out.WriteToUDP(b, p.target)
+		send()
 	})
 }
 
@@ -141,6 +213,9 @@ func (p *udpProxy) close(d time.Duration) error {
 	p.closed = true
 	_ = p.in.Close()
 	_ = p.out.Close()
+	for _, s := range p.sessions {
+		_ = s.Close()
+	}
 	p.mu.Unlock()
 	ch := make(chan struct{})
 	go func() { p.wg.Wait(); close(ch) }()
@@ -153,7 +228,7 @@ func (p *udpProxy) close(d time.Duration) error {
 }
 
 // gossipProxy is the TCP and UDP proxy pair on one port in front of an
-// agent's gossip address.
+// agent's gossip address (or, relaying, its DNS server).
 type gossipProxy struct {
 	tcp *proxy
 	udp *udpProxy
@@ -162,6 +237,17 @@ type gossipProxy struct {
 // startGossipProxy listens on ip at a port free for both TCP and UDP and
 // forwards both to target.
 func startGossipProxy(name string, to int, ip, target string, links *linkTable, who func(net.Addr) int, log *slog.Logger) (*gossipProxy, error) {
+	return startDualProxy(name, to, ip, target, false, links, who, log)
+}
+
+// startDNSProxy is the TCP and UDP proxy pair in front of an agent's DNS
+// server, for the clients: UDP answers are relayed back, TCP (the
+// resolver's fallback on a truncated answer) proxied as any stream.
+func startDNSProxy(name string, to int, ip, target string, links *linkTable, who func(net.Addr) int, log *slog.Logger) (*gossipProxy, error) {
+	return startDualProxy(name, to, ip, target, true, links, who, log)
+}
+
+func startDualProxy(name string, to int, ip, target string, relay bool, links *linkTable, who func(net.Addr) int, log *slog.Logger) (*gossipProxy, error) {
 	var lastErr error
 	for range 20 {
 		ln, err := listenLoopback(ip + ":0")
@@ -181,7 +267,7 @@ func startGossipProxy(name string, to int, ip, target string, links *linkTable, 
 			_ = in.Close()
 			return nil, err
 		}
-		up, err := startUDPProxy(name+"/udp", to, in, target, links, who, log)
+		up, err := startUDPProxyMode(name+"/udp", to, in, target, relay, links, who, log)
 		if err != nil {
 			_ = tp.close(time.Second)
 			_ = in.Close()

@@ -195,3 +195,57 @@ func TestPartitionCutsGossip(t *testing.T) {
 	lt.clear()
 	require.Eventually(t, allAlive, 20*time.Second, 20*time.Millisecond, "n3 did not come back after the heal")
 }
+
+// The DNS proxy relays a client's query to the agent and the answer back
+// to the client's address, each under its own direction's rule.
+func TestDNSRelayAnswersUnderBothDirections(t *testing.T) {
+	lt := newLinkTable(1)
+	c := &cluster{nodes: make([]*node, 9)}
+	srv, err := listenPacketLoopback("127.0.3.8:0")
+	require.NoError(t, err)
+	defer srv.Close()
+	go func() { // echoes every packet to its source, as a DNS server answers
+		buf := make([]byte, 512)
+		for {
+			n, from, err := srv.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			_, _ = srv.WriteToUDP(append([]byte("re:"), buf[:n]...), from)
+		}
+	}()
+	d, err := startDNSProxy("dns", 9, "127.0.3.9", srv.LocalAddr().String(), lt, c.who, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, d.close(5*time.Second)) }()
+	cl, err := listenPacketLoopback("127.0.0.1:0") // a client: not 127.0.1.x
+	require.NoError(t, err)
+	defer cl.Close()
+	pa, err := net.ResolveUDPAddr("udp4", d.addr())
+	require.NoError(t, err)
+	ask := func(q string, wait time.Duration) string {
+		_, err := cl.WriteToUDP([]byte(q), pa)
+		require.NoError(t, err)
+		buf := make([]byte, 512)
+		_ = cl.SetReadDeadline(time.Now().Add(wait))
+		n, from, err := cl.ReadFromUDP(buf)
+		if err != nil {
+			return ""
+		}
+		require.Equal(t, d.addr(), from.String(), "the answer comes from the proxy")
+		return string(buf[:n])
+	}
+	require.Equal(t, "re:q1", ask("q1", time.Second))
+	lt.set(0, 9, linkRule{Cut: true})
+	require.Equal(t, "", ask("q2", 300*time.Millisecond), "a query crossed a cut")
+	lt.set(0, 9, linkRule{})
+	lt.set(9, 0, linkRule{Cut: true})
+	require.Equal(t, "", ask("q3", 300*time.Millisecond), "an answer crossed a cut")
+	lt.clear()
+	got := ask("q4", time.Second)
+	if got == "re:q3" { // q3's answer never left; but a late one must not be taken for q4's
+		t.Fatalf("the cut answer was delivered late")
+	}
+	require.Equal(t, "re:q4", got)
+	st := d.udp.snapshot()
+	require.Equal(t, uint64(2), st.Cut)
+}
