@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -61,29 +62,50 @@ func (v *verdict) failed() bool {
 		v.SessionViolations > 0 || v.StalenessViol > 0 || !v.Converged || len(v.Violations) > 0
 }
 
-// writes indexes the puts and CASes by their unique value.
-type writes map[string]histOp
+// writes indexes the writes by their unique value (a delete's name),
+// and the deletes that may have applied by key.
+type writes struct {
+	byValue map[string]histOp
+	dels    map[string][]histOp
+}
 
 func indexWrites(ops []histOp) writes {
-	w := writes{}
+	w := writes{byValue: map[string]histOp{}, dels: map[string][]histOp{}}
 	for _, op := range ops {
 		if op.isWrite() {
-			w[op.Value] = op
+			w.byValue[op.Value] = op
+		}
+		if op.isDelete() && (op.Result == resOK || op.Result == resUnknown) {
+			w.dels[op.Key] = append(w.dels[op.Key], op)
 		}
 	}
 	return w
 }
 
-// before reports whether the write of value a certainly took effect
-// before the write of value b began: a completed before b was invoked.
-// "" (absent) precedes every write (the workload never deletes).
+// before reports whether what a read of a ("" absent) returned certainly
+// took effect before the write b (a value or a delete's name) began, so
+// that a later read returning it is older than b. A value: its write
+// completed before b was invoked. Absence never precedes a delete; it
+// precedes a put or CAS b unless some delete of the key that may have
+// applied could come after b (it did not complete before b began).
 func (w writes) before(a, b string) bool {
-	if a == "" {
-		return b != ""
+	wb, okB := w.byValue[b]
+	if !okB {
+		return false
 	}
-	wa, okA := w[a]
-	wb, okB := w[b]
-	return okA && okB && wa.Result == resOK && wa.Complete < wb.Invoke
+	if a == "" {
+		if wb.isDelete() {
+			return false
+		}
+		for _, d := range w.dels[wb.Key] {
+			if d.Result == resUnknown || d.Complete >= wb.Invoke {
+				return false
+			}
+		}
+		return true
+	}
+	wa, okA := w.byValue[a]
+	return okA && wa.Result == resOK && wa.Complete < wb.Invoke
 }
 
 // checkLinearizable runs porcupine per key; on a failure it writes the
@@ -137,7 +159,7 @@ func checkLostWrites(ops []histOp, final map[string]histOp, keys []string, v *ve
 		got := ""
 		if f.Found {
 			got = f.Value
-			if _, known := w[got]; !known {
+			if _, known := w.byValue[got]; !known || strings.HasPrefix(got, delPrefix) {
 				v.violate("key %s reads back %q, which no client wrote", key, got)
 			}
 		}
@@ -173,7 +195,7 @@ func checkSessions(ops []histOp, v *verdict) {
 			got = op.Value
 		}
 		switch op.Kind {
-		case kindPut, kindCAS:
+		case kindPut, kindCAS, kindDelete, kindCAD:
 			floor[k] = op.Value
 		case kindSession:
 			if f, ok := floor[k]; ok && w.before(got, f) {
@@ -313,7 +335,9 @@ func checkStores(c *cluster, tmp string, ops []histOp, v *verdict) {
 	hp, err := routing.NewOneBasedHashPartitioner(uint32(c.cfg.Partitions))
 	if err == nil {
 		for _, op := range ops {
-			if !op.isWrite() || op.Result != resOK || stored[[2]string{op.Key, op.Value}] ||
+			// A delete stores no value to find (and one of an absent key
+			// may store nothing): only puts and CASes are looked for.
+			if !op.isWrite() || op.isDelete() || op.Result != resOK || stored[[2]string{op.Key, op.Value}] ||
 				compacted[partition.ID(hp.Partition(op.Key))] {
 				continue
 			}

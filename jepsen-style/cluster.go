@@ -57,6 +57,8 @@ type node struct {
 	gossipAddr        string
 	dnsAddr           string // bound; empty when it serves no DNS
 	proxNode, proxAPI *proxy
+	proxGossip        *gossipProxy // TCP and UDP, one port
+	proxDNS           *gossipProxy // the clients' DNS, TCP and UDP (relayed); nil when it serves no DNS
 	dir, dataDir      string
 	cfgPath, logPath  string
 	tmpfs             bool
@@ -162,11 +164,15 @@ func newCluster(cfg clusterConfig) (*cluster, error) {
 
 // who maps a connection's source to a node index (0: a client).
 func (c *cluster) who(a net.Addr) int {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
+	var ip net.IP
+	switch ta := a.(type) {
+	case *net.TCPAddr:
+		ip = ta.IP.To4()
+	case *net.UDPAddr: // gossip packets
+		ip = ta.IP.To4()
+	default:
 		return 0
 	}
-	ip := ta.IP.To4()
 	if ip == nil || ip[0] != 127 || ip[1] != 0 || ip[2] != 1 || int(ip[3]) < 1 || int(ip[3]) > len(c.nodes) {
 		return 0
 	}
@@ -214,6 +220,14 @@ func (c *cluster) addNode(i int) error {
 	if n.proxAPI, err = startProxy(n.name+"/api", i, n.proxyIP+":0", n.apiAddr, c.links, c.who, c.cfg.Log); err != nil {
 		return err
 	}
+	if n.proxGossip, err = startGossipProxy(n.name+"/gossip", i, n.proxyIP, n.gossipAddr, c.links, c.who, c.cfg.Log); err != nil {
+		return err
+	}
+	if n.dnsAddr != "" {
+		if n.proxDNS, err = startDNSProxy(n.name+"/dns", i, n.proxyIP, n.dnsAddr, c.links, c.who, c.cfg.Log); err != nil {
+			return err
+		}
+	}
 	if _, err := certs.CreateNode(c.ca, filepath.Join(n.dir, "tls"), certs.NodeOptions{Name: n.name, Hosts: []string{n.bindIP, n.proxyIP}}); err != nil {
 		return fmt.Errorf("%s: %w", n.name, err)
 	}
@@ -237,7 +251,7 @@ func (c *cluster) writeConfig(n *node) error {
 	if n.dnsAddr != "" {
 		fmt.Fprintf(&b, "  dns_addr: %s\ndns:\n  zone: %s\n  ttl: 1s\n", n.dnsAddr, zone)
 	}
-	fmt.Fprintf(&b, "advertise:\n  node_addr: %s\n  api_addr: %s\n", n.proxNode.addr(), n.proxAPI.addr())
+	fmt.Fprintf(&b, "advertise:\n  node_addr: %s\n  api_addr: %s\n  gossip_addr: %s\n", n.proxNode.addr(), n.proxAPI.addr(), n.proxGossip.addr())
 	fmt.Fprintf(&b, "source_ip: %s\n", n.bindIP)
 	if off := c.offset(n); off != 0 {
 		fmt.Fprintf(&b, "clock_offset: %s\n", off)
@@ -248,14 +262,14 @@ func (c *cluster) writeConfig(n *node) error {
 	var join []string
 	for _, m := range c.nodes {
 		if m != n {
-			join = append(join, fmt.Sprintf("%q", m.gossipAddr))
+			join = append(join, fmt.Sprintf("%q", m.proxGossip.addr())) // through the pair's proxy
 		}
 	}
 	fmt.Fprintf(&b, "retry_join: [%s]\n", strings.Join(join, ", "))
 	tlsDir := filepath.Join(n.dir, "tls")
 	fmt.Fprintf(&b, "gossip_key: %s\ntls:\n  cert_file: %s\n  key_file: %s\n  ca_file: %s\nshutdown_timeout: 5s\n",
 		c.gossipK, filepath.Join(tlsDir, "node.crt"), filepath.Join(tlsDir, "node.key"), filepath.Join(tlsDir, "ca.crt"))
-	for _, a := range []string{n.nodeAddr, n.apiAddr, n.gossipAddr, n.proxNode.addr(), n.proxAPI.addr()} {
+	for _, a := range []string{n.nodeAddr, n.apiAddr, n.gossipAddr, n.proxNode.addr(), n.proxAPI.addr(), n.proxGossip.addr()} {
 		if err := checkLoopback(a); err != nil {
 			return err
 		}
@@ -294,6 +308,10 @@ func (c *cluster) kill(n *node) error {
 	err := p.killWait(10 * time.Second)
 	n.proxNode.dropConns()
 	n.proxAPI.dropConns()
+	n.proxGossip.tcp.dropConns()
+	if n.proxDNS != nil {
+		n.proxDNS.tcp.dropConns()
+	}
 	return err
 }
 
@@ -335,6 +353,11 @@ func (c *cluster) closeProxies() {
 		for _, p := range []*proxy{n.proxNode, n.proxAPI} {
 			if p != nil {
 				_ = p.close(5 * time.Second)
+			}
+		}
+		for _, g := range []*gossipProxy{n.proxGossip, n.proxDNS} {
+			if g != nil {
+				_ = g.close(5 * time.Second)
 			}
 		}
 	}
@@ -419,11 +442,13 @@ func (c *cluster) initSpec(ctx context.Context) (clusterspec.Spec, error) {
 	return resp.Spec, err
 }
 
+// dnsServers are the clients' DNS servers: the DNS proxies, so that the
+// clients' route lookups cross the same links as their requests.
 func (c *cluster) dnsServers() []string {
 	var out []string
 	for _, n := range c.nodes {
-		if n.dnsAddr != "" {
-			out = append(out, n.dnsAddr)
+		if n.proxDNS != nil {
+			out = append(out, n.proxDNS.addr())
 		}
 	}
 	return out

@@ -14,17 +14,24 @@
 //
 // Agent i binds 127.0.1.i (node transport, API, gossip; the first node
 // of each region serves DNS) and dials its peers from that address
-// (source_ip). Its node transport and API are advertised at its proxies
-// on 127.0.2.i, so every byte between two agents, and between the
-// clients and an agent, goes through a userspace L4 proxy (proxy.go).
-// A proxy tells callers apart by source address, so each direction of
-// each pair (and of clients to each agent) has its own rule: cut (the
-// proxy holds the data, as TCP does across a partition), delay with
-// jitter, drop (a chunk waits a retransmission timeout) and a bandwidth
-// cap. Gossip (memberlist, UDP) and DNS are not proxied: membership and
-// routes stay visible across a partition, which is also what a partition
-// of the data network alone does; the failover's liveness runs on the
-// node transport, which is cut. The cluster is mutual TLS throughout
+// (source_ip: the node transport, agent-to-agent API calls and gossip
+// streams; gossip packets leave from the bound gossip socket, on the same
+// address). Its node transport, API and gossip are advertised at its
+// proxies on 127.0.2.i, and its peers join it there (retry_join), so
+// every byte between two agents, gossip included, and between the
+// clients and an agent, goes through a userspace L4 proxy (proxy.go; for
+// gossip a TCP and a UDP proxy on one port, proxy_udp.go). A proxy tells
+// callers apart by source address, so each direction of each pair (and
+// of clients to each agent) has its own rule: cut (a TCP proxy holds the
+// data, as TCP does across a partition; the UDP proxy loses the packet),
+// delay with jitter, drop (a TCP chunk waits a retransmission timeout, a
+// packet is lost) and a bandwidth cap. A partition therefore cuts the
+// membership gossip as well as the node transport: the cut nodes turn
+// dead in each other's view (TestPartitionCutsGossip). The clients' DNS
+// (their route lookups, TXT records the agents serve) goes through a DNS
+// proxy per DNS server too (UDP relayed back to the querying client, TCP
+// for a truncated answer), so a client cut or a lossy link reaches route
+// lookups as it does requests. The cluster is mutual TLS throughout
 // (a CA, a certificate per node and one for the clients), the fast
 // timing profile, strong consistency, min durability 2 over three
 // regions. The harness's own operator calls (init, switchover, drain,
@@ -66,10 +73,13 @@
 // Up to 10 clients (porcupine's cost grows with clients per key), each a
 // Go client (txtdns/kv) routed by the agents' DNS with a session of its
 // own, over 2 keys per partition: puts of values unique in the run
-// (30%), compare-and-sets (15%: a strong GetItem, recorded as a strong
+// (25%), compare-and-sets (12%: a strong GetItem, recorded as a strong
 // read, then CompareAndSet on the version it returned with a new unique
-// value), strong reads (30%), session reads (15%), bounded-staleness
-// reads (10%). Each operation records its invoke and complete times on
+// value), deletes (4%), compare-and-deletes (4%: the strong GetItem,
+// then CompareAndDelete on its version; none when the key is absent),
+// strong reads (30%), session reads (15%), bounded-staleness reads
+// (10%). A delete is named by a value unique in the run (never stored),
+// so the checks order it as a write. Each operation records its invoke and complete times on
 // the harness's clock; a write the client reports as an unknown outcome
 // gets an infinite return time.
 //
@@ -100,7 +110,11 @@
 //     stopped (a failed store write) stopped too (the agents' logs).
 //
 // Acknowledged CASes are writes for the lost-write, session, staleness
-// and store checks.
+// and store checks; acknowledged deletes and compare-and-deletes for the
+// lost-write (the deleted value reads back), session and staleness
+// checks, and porcupine's model has a deleted key read absent. With
+// deletes, absence is older than a write only when no delete that may
+// have applied could come after it.
 //
 // On a failure the run's directory keeps porcupine.html, schedule.json,
 // history.json, result.json, harness.log, every agent's log

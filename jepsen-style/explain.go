@@ -41,6 +41,9 @@ func explain(path string, w io.Writer) error {
 			if !op.isWrite() && !op.Found && op.Result == resOK {
 				val = "(absent)"
 			}
+			if op.Kind == kindCAD {
+				val = "delete if " + op.Expect
+			}
 			if op.Kind == kindCAS {
 				exp := op.Expect
 				if exp == "" {

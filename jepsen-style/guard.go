@@ -70,3 +70,16 @@ func guardedDialContext(ctx context.Context, network, addr string) (net.Conn, er
 	}
 	return dialLoopback(ctx, addr, "", 5*time.Second)
 }
+
+// listenPacketLoopback listens for UDP on addr after the guard passed it
+// (the gossip proxies).
+func listenPacketLoopback(addr string) (*net.UDPConn, error) {
+	if err := checkLoopback(addr); err != nil {
+		return nil, err
+	}
+	ua, err := net.ResolveUDPAddr("udp4", addr)
+	if err != nil {
+		return nil, err
+	}
+	return net.ListenUDP("udp4", ua)
+}

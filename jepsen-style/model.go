@@ -8,8 +8,9 @@ import (
 )
 
 // The sequential specification of one key of the data plane: blind puts
-// of unique values, compare-and-sets, and strong reads, absent until the
-// first write. The simulator's models (sim/model.go,
+// of unique values, compare-and-sets, deletes, compare-and-deletes and
+// strong reads, absent until the first write; a deleted key reads as
+// absent. The simulator's models (sim/model.go,
 // sim/failover_client.go) are unexported, and their register shape
 // (versions, heartbeat tables) is not the data API's; this one is the
 // data API's put, conditional put and get.
@@ -21,15 +22,17 @@ import (
 // read" is "the key holds the value read": the model compares values.
 type kvIn struct {
 	Key    string
-	Op     string // opGet, opPut, opCAS
+	Op     string // opGet, opPut, opCAS, opDel, opCAD
 	Value  string // written (put, CAS)
-	Expect string // CAS: the value the condition names; "" absent
+	Expect string // CAS, CAD: the value the condition names; "" absent (CAS only)
 }
 
 const (
 	opGet = "get"
 	opPut = "put"
 	opCAS = "cas"
+	opDel = "delete"
+	opCAD = "cad" // compare-and-delete: deletes if the key holds Expect
 )
 
 // kvOut is a read's answer (Found, Value) or a CAS's outcome: applied,
@@ -80,15 +83,26 @@ func kvModel() porcupine.Model {
 			switch in.Op {
 			case opPut:
 				return true, kvState{Found: true, Value: in.Value}
-			case opCAS:
+			case opDel:
+				// Unknown or not, it may apply: one never applied is the
+				// linearization after every other op, as for a put.
+				return true, kvState{}
+			case opCAS, opCAD:
 				match := st.holds(in.Expect)
+				if in.Op == opCAD && in.Expect == "" {
+					match = false // the client never sends one (no version to name)
+				}
+				next := kvState{Found: true, Value: in.Value}
+				if in.Op == opCAD {
+					next = kvState{}
+				}
 				switch {
 				case out.Unknown:
 					// Linearized where its condition holds it took
 					// effect; where it does not, it had none. Not applied
 					// at all is the linearization after every other op.
 					if match {
-						return true, kvState{Found: true, Value: in.Value}
+						return true, next
 					}
 					return true, st
 				case out.CASFailed:
@@ -97,7 +111,7 @@ func kvModel() porcupine.Model {
 					if !match {
 						return false, st
 					}
-					return true, kvState{Found: true, Value: in.Value}
+					return true, next
 				}
 			default:
 				return out.Found == st.Found && out.Value == st.Value, st
@@ -109,7 +123,12 @@ func kvModel() porcupine.Model {
 			switch in.Op {
 			case opPut:
 				return fmt.Sprintf("put(%s, %s)", in.Key, in.Value)
-			case opCAS:
+			case opDel:
+				if out.Unknown {
+					return fmt.Sprintf("delete(%s) -> unknown", in.Key)
+				}
+				return fmt.Sprintf("delete(%s)", in.Key)
+			case opCAS, opCAD:
 				exp := in.Expect
 				if exp == "" {
 					exp = "absent"
@@ -119,6 +138,9 @@ func kvModel() porcupine.Model {
 					res = "condition failed"
 				} else if out.Unknown {
 					res = "unknown"
+				}
+				if in.Op == opCAD {
+					return fmt.Sprintf("cad(%s, %s) -> %s", in.Key, exp, res)
 				}
 				return fmt.Sprintf("cas(%s, %s -> %s) -> %s", in.Key, exp, in.Value, res)
 			}
@@ -141,7 +163,8 @@ func kvModel() porcupine.Model {
 // effect at any point after its invocation.
 const infiniteReturn = int64(1) << 62
 
-// porcupineOps are the operations porcupine checks: puts and CASes that
+// porcupineOps are the operations porcupine checks: writes (puts, CASes,
+// deletes, compare-and-deletes) that
 // were acknowledged or whose outcome is unknown, CASes refused on their
 // condition (the key did not hold the expected value at some point of
 // the call), strong reads that answered, and the final read-back. Writes
@@ -162,8 +185,13 @@ func porcupineOps(ops []histOp) []porcupine.Operation {
 				o.CASFailed = true
 			}
 			in := kvIn{Key: op.Key, Op: opPut, Value: op.Value}
-			if op.Kind == kindCAS {
+			switch op.Kind {
+			case kindCAS:
 				in.Op, in.Expect = opCAS, op.Expect
+			case kindDelete:
+				in = kvIn{Key: op.Key, Op: opDel}
+			case kindCAD:
+				in = kvIn{Key: op.Key, Op: opCAD, Expect: op.Expect}
 			}
 			out = append(out, porcupine.Operation{ClientId: op.Client, Input: in, Call: op.Invoke, Output: o, Return: ret})
 		case (op.Kind == kindStrong || op.Kind == kindFinal) && op.Result == resOK:

@@ -114,6 +114,18 @@ func startProxy(name string, to int, listen, target string, links *linkTable, wh
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", name, err)
 	}
+	return startProxyOn(name, to, ln, target, links, who, log)
+}
+
+// startProxyOn is startProxy on a listener already bound (the gossip
+// proxy's TCP half shares its port with the UDP half).
+func startProxyOn(name string, to int, ln net.Listener, target string, links *linkTable, who func(net.Addr) int, log *slog.Logger) (*proxy, error) {
+	if err := checkLoopback(target); err != nil {
+		return nil, fmt.Errorf("proxy %s: target: %w", name, err)
+	}
+	if err := checkLoopback(ln.Addr().String()); err != nil {
+		return nil, fmt.Errorf("proxy %s: %w", name, err)
+	}
 	p := &proxy{name: name, to: to, listen: ln.Addr().String(), target: target, links: links, who: who, log: log,
 		ln: ln, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)

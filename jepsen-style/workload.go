@@ -19,6 +19,8 @@ import (
 const (
 	kindPut     = "put"
 	kindCAS     = "cas" // a compare-and-set on the version a strong read just returned
+	kindDelete  = "delete"
+	kindCAD     = "cad" // a compare-and-delete on the version a strong read just returned
 	kindStrong  = "get-strong"
 	kindSession = "get-session"
 	kindBounded = "get-bounded"
@@ -43,7 +45,10 @@ type histOp struct {
 	Client int    `json:"client"`
 	Kind   string `json:"kind"`
 	Key    string `json:"key"`
-	Value  string `json:"value,omitempty"` // written, or read ("" and !Found: absent)
+	// Value is what a put or CAS wrote or a read returned ("" and !Found:
+	// absent); a delete's is its own name (delPrefix, unique in the run,
+	// never stored), so that the checks can order it like a write.
+	Value string `json:"value,omitempty"`
 	// Expect is a CAS's condition: the value the strong read before it
 	// returned with the version it sent ("": absent, If-None-Match: *).
 	Expect   string `json:"expect,omitempty"`
@@ -54,8 +59,15 @@ type histOp struct {
 	Err      string `json:"err,omitempty"`
 }
 
-// isWrite: a put or a CAS (both store a value unique in the run).
-func (op histOp) isWrite() bool { return op.Kind == kindPut || op.Kind == kindCAS }
+// isWrite: a put, a CAS (both store a value unique in the run), a
+// delete or a compare-and-delete (named by a value unique in the run).
+func (op histOp) isWrite() bool { return op.Kind == kindPut || op.Kind == kindCAS || op.isDelete() }
+
+// isDelete: a delete or a compare-and-delete (the key reads absent after).
+func (op histOp) isDelete() bool { return op.Kind == kindDelete || op.Kind == kindCAD }
+
+// delPrefix starts a delete's name (histOp.Value); no put writes one.
+const delPrefix = "del-"
 
 // history is the run's record, bounded by maxOps.
 type history struct {
@@ -165,12 +177,18 @@ func runClient(ctx context.Context, id int, cl *kv.Client, wc workloadConfig, ke
 		op := histOp{Client: id, Key: key}
 		x := rng.IntN(100)
 		switch {
-		case x < 30:
+		case x < 25:
 			op.Kind = kindPut
 			op.Value = fmt.Sprintf("c%d-%d", id, seq.Add(1))
-		case x < 45:
+		case x < 37:
 			op.Kind = kindCAS
 			op.Value = fmt.Sprintf("c%d-%d", id, seq.Add(1))
+		case x < 41:
+			op.Kind = kindDelete
+			op.Value = fmt.Sprintf("%sc%d-%d", delPrefix, id, seq.Add(1))
+		case x < 45:
+			op.Kind = kindCAD
+			op.Value = fmt.Sprintf("%sc%d-%d", delPrefix, id, seq.Add(1))
 		case x < 75:
 			op.Kind = kindStrong
 		case x < 90:
@@ -188,7 +206,11 @@ func runClient(ctx context.Context, id int, cl *kv.Client, wc workloadConfig, ke
 			err := sess.Put(octx, key, []byte(op.Value))
 			op.Complete = h.now()
 			op.setWriteResult(err)
-		case kindCAS:
+		case kindDelete:
+			err := sess.Delete(octx, key)
+			op.Complete = h.now()
+			op.setWriteResult(err)
+		case kindCAS, kindCAD:
 			var ok bool
 			if op, ok = casOp(octx, sess, op, h); !ok {
 				cancel()
@@ -217,9 +239,11 @@ func runClient(ctx context.Context, id int, cl *kv.Client, wc workloadConfig, ke
 }
 
 // casOp is a strong GetItem, recorded as a strong read, then a
-// CompareAndSet on the version it returned, recorded as the CAS with the
-// value read as its Expect. When the read fails there is no CAS (and
-// false: the read was recorded, nothing else is).
+// CompareAndSet (kindCAS) or CompareAndDelete (kindCAD) on the version it
+// returned, recorded with the value read as its Expect. When the read
+// fails, or a CAD's read finds the key absent (there is no version to
+// name), there is no CAS or CAD (and false: the read was recorded,
+// nothing else is).
 func casOp(ctx context.Context, sess *kv.Session, op histOp, h *history) (histOp, bool) {
 	rd := histOp{Client: op.Client, Kind: kindStrong, Key: op.Key, Invoke: op.Invoke}
 	it, found, err := sess.GetItem(ctx, op.Key, routing.ConsistencyStrong)
@@ -233,10 +257,16 @@ func casOp(ctx context.Context, sess *kv.Session, op histOp, h *history) (histOp
 	if found {
 		rd.Value, op.Expect = string(it.Value), string(it.Value)
 	}
-	if !h.add(rd) {
+	if !h.add(rd) || (op.Kind == kindCAD && !found) {
 		return op, false
 	}
 	op.Invoke = h.now()
+	if op.Kind == kindCAD {
+		err = sess.CompareAndDelete(ctx, op.Key, it.Version)
+		op.Complete = h.now()
+		op.setWriteResult(err)
+		return op, true
+	}
 	err = sess.CompareAndSet(ctx, op.Key, it.Version, []byte(op.Value))
 	op.Complete = h.now()
 	op.setWriteResult(err)

@@ -32,6 +32,7 @@ func (a *Agent) startMembership() error {
 	mc := membership.Config{
 		Name: a.cfg.Name, NodeID: uint16(a.cfg.NodeID), Region: a.cfg.Region, Zone: a.cfg.Zone, Cluster: a.cfg.Cluster,
 		BindAddr: host, BindPort: port, AdvertiseAddr: ahost, AdvertisePort: aport,
+		SourceIP:  a.cfg.SourceIP, // gossip streams dial from it too (empty: the kernel's choice)
 		RetryJoin: a.cfg.RetryJoin, GossipKey: key, Insecure: a.cfg.Insecure,
 		NodeAddr: adv.NodeAddr, APIAddr: adv.APIAddr, DNSAddr: adv.DNSAddr, Version: a.opts.Version,
 		Logger: a.log.With("component", "membership"),

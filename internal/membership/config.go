@@ -60,6 +60,13 @@ type Config struct {
 	// reach; empty and 0 mean the bound address and port.
 	AdvertiseAddr string
 	AdvertisePort int
+	// SourceIP, when set, is the address gossip streams (TCP) are dialed
+	// from; empty leaves it to the kernel, memberlist's own transport
+	// unchanged. Packets (UDP) always leave from BindAddr, so SourceIP
+	// equal to BindAddr gives every gossip byte this node sends one
+	// source address, which a per-pair proxy can tell apart (the agent's
+	// source_ip; see sourceBoundTransport).
+	SourceIP string
 
 	// RetryJoin lists host:port gossip addresses to join (at most
 	// MaxRetryJoin); see Start for the retry policy. Empty means this
@@ -170,6 +177,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
 		return c, configErr("AdvertiseAddr", "%q is not an IP address", c.AdvertiseAddr)
+	}
+	if c.SourceIP != "" && net.ParseIP(c.SourceIP) == nil {
+		return c, configErr("SourceIP", "%q is not an IP address", c.SourceIP)
 	}
 	if err := checkPort("BindPort", c.BindPort); err != nil {
 		return c, err

@@ -8,6 +8,7 @@ import (
 	"log"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -174,6 +175,26 @@ func Start(cfg Config) (*Membership, error) {
 	if err != nil {
 		return nil, err
 	}
+	mc, err := cfg.memberlistConfig(m.delegate())
+	if err != nil {
+		return nil, err
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		if mc.Transport != nil {
+			_ = mc.Transport.Shutdown() // Create may not have
+		}
+		return nil, fmt.Errorf("membership: start memberlist on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
+	}
+	m.ml = ml
+	go m.joinLoop()
+	return m, nil
+}
+
+// memberlistConfig is the memberlist config for cfg (validated) with d as
+// every delegate. Without SourceIP its Transport is nil: memberlist builds
+// and binds its own. With it, the transport is bound here.
+func (cfg Config) memberlistConfig(d *delegate) (*memberlist.Config, error) {
 	mc := cfg.memberlistTiming()
 	mc.Name = cfg.Name
 	mc.BindAddr = cfg.BindAddr
@@ -185,20 +206,20 @@ func Start(cfg Config) (*Membership, error) {
 	}
 	mc.Label = cfg.Cluster
 	mc.SecretKey = cfg.GossipKey
-	d := m.delegate()
 	mc.Delegate = d
 	mc.Events = d
 	mc.Alive = d
 	mc.Merge = d
 	mc.Logger = log.New(slogWriter{cfg.Logger.With("component", "memberlist")}, "", 0)
-
-	ml, err := memberlist.Create(mc)
-	if err != nil {
-		return nil, fmt.Errorf("membership: start memberlist on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
+	if cfg.SourceIP != "" {
+		// Otherwise (production) memberlist builds its own transport.
+		t, err := newSourceBoundTransport(mc, net.ParseIP(cfg.SourceIP), mc.Logger)
+		if err != nil {
+			return nil, err
+		}
+		mc.Transport = t
 	}
-	m.ml = ml
-	go m.joinLoop()
-	return m, nil
+	return mc, nil
 }
 
 // newMembership builds a Membership without memberlist (cfg validated).

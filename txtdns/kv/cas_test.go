@@ -63,3 +63,25 @@ func TestCompareAndSet(t *testing.T) {
 	assert.False(t, found)
 	assert.True(t, errors.Is(c.CompareAndDelete(ctx, "moved", zero), kv.ErrInvalidRequest))
 }
+
+// A session's CompareAndDelete deletes on the version read, refuses a
+// stale one, and the session then reads its own delete.
+func TestSessionCompareAndDelete(t *testing.T) {
+	w := newWorld(t, worldOpts{})
+	ctx := opCtx(t)
+	s := w.client.NewSession()
+	require.NoError(t, s.Put(ctx, "k", []byte("v1")))
+	it, found, err := s.GetItem(ctx, "k", routing.ConsistencyStrong)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.NoError(t, s.Put(ctx, "k", []byte("v2")))
+	require.ErrorIs(t, s.CompareAndDelete(ctx, "k", it.Version), kv.ErrConditionFailed, "a stale version")
+	it, _, err = s.GetItem(ctx, "k", routing.ConsistencyStrong)
+	require.NoError(t, err)
+	require.NoError(t, s.CompareAndDelete(ctx, "k", it.Version))
+	_, found, err = s.Get(ctx, "k", routing.ConsistencySession)
+	require.NoError(t, err)
+	assert.False(t, found, "the session reads its own delete")
+	var zero routing.SessionToken
+	assert.ErrorIs(t, s.CompareAndDelete(ctx, "k", zero), kv.ErrInvalidRequest)
+}

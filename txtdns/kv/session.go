@@ -62,6 +62,14 @@ func (s *Session) CompareAndSet(ctx context.Context, key string, expected routin
 	return s.c.cas(ctx, s.s, http.MethodPut, key, expected, value)
 }
 
+// CompareAndDelete is Client.CompareAndDelete within the session.
+func (s *Session) CompareAndDelete(ctx context.Context, key string, expected routing.SessionToken) error {
+	if expected.IsZero() {
+		return fmt.Errorf("%w: compare-and-delete needs a version", ErrInvalidRequest)
+	}
+	return s.c.cas(ctx, s.s, http.MethodDelete, key, expected, nil)
+}
+
 // Delete is Client.Delete within the session.
 func (s *Session) Delete(ctx context.Context, key string) error {
 	return s.c.write(ctx, s.s, http.MethodDelete, key, nil)
