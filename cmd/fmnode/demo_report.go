@@ -121,7 +121,7 @@ func demoMeasures() map[string]string {
 		"reroute_split": "client_reroute_s per writer split by the demo's trace of its HTTP attempts: known_s commit to promotion, " +
 			"ask_s promotion to the sending of the attempt acknowledged, service_s that attempt's send to answer (conn_wait_s of it waiting " +
 			"for a connection; dial_s and tls_handshake_s of the new ones)",
-		"promotion_s":            "per affected partition, from the commit to the new write region's replica becoming write region (admin API: promoted_at)",
+		"promotion_s": "per affected partition, from the commit to the new write region's replica becoming write region (admin API: promoted_at)",
 		"prediction": "fmnode sim's region-outage on the same layout (regions x nodes per region, every write region in the first region, " +
 			"the spec's minimum durability, the processes killed so that clients are refused at once, DNS TTL 1 s), its round trip " +
 			"half the steady write's median latency measured here, its outage half a heartbeat interval after a beat (a kill's mean phase)",
