@@ -330,17 +330,10 @@ func (d *demoRun) drill(ctx context.Context) error {
 	}
 	d.prog.note("status page: %s (client certificate %s)", d.statusURL(), lc.cl.CertFile)
 
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = lc.tlsCfg
-	// One writer per partition, one HTTP/1.1 connection per write in
-	// flight: keep as many idle connections per agent as there are
-	// writers, or what the failover's burst opened is closed again (the
-	// clone keeps 100 in all) and every poll round pays a TLS handshake
-	// per writer (kv.Config.HTTP).
-	tr.MaxIdleConns = 0
-	tr.MaxIdleConnsPerHost = max(256, o.partitions)
-	tr.Protocols = new(http.Protocols) // HTTP/1.1, as the agents speak (kv's default)
-	tr.Protocols.SetHTTP1(true)
+	// The Go client's own transport with the demo's client certificate:
+	// HTTP/2, one connection per agent for all the writers (kv.NewTransport
+	// says why a failover needs that).
+	tr := kv.NewTransport(lc.tlsCfg)
 	defer tr.CloseIdleConnections()
 	d.trace = newDemoTracer(tr)
 	cl, err := kv.New(kv.Config{HTTP: &http.Client{Transport: d.trace},

@@ -120,7 +120,7 @@ func demoMeasures() map[string]string {
 		"back_in_write_quorum_s": "from the restart until every register's write quorum holds every region again (the agents' register_write_quorum)",
 		"reroute_split": "client_reroute_s per writer split by the demo's trace of its HTTP attempts: known_s commit to promotion, " +
 			"ask_s promotion to the sending of the attempt acknowledged, service_s that attempt's send to answer (conn_wait_s of it waiting " +
-			"for a connection; dial_s and tls_handshake_s of the new ones)",
+			"for a connection: a dial and TLS handshake, or a pooled one)",
 		"promotion_s": "per affected partition, from the commit to the new write region's replica becoming write region (admin API: promoted_at)",
 		"prediction": "fmnode sim's region-outage on the same layout (regions x nodes per region, every write region in the first region, " +
 			"the spec's minimum durability, the processes killed so that clients are refused at once, DNS TTL 1 s), its round trip " +
@@ -200,7 +200,7 @@ func printDemo(w io.Writer, r *demoResult) {
 			what string
 		}{
 			{"  ask (s from promotion)", sp.Ask, "until the writer sent the attempt acknowledged"},
-			{"  service (s)", sp.Service, fmt.Sprintf("that attempt, send to answer (connection wait p50 %.2f s; %d new connections, TLS handshake p50 %.2f s)", sp.ConnWait.P50, sp.NewConns, sp.Handshake.P50)},
+			{"  service (s)", sp.Service, fmt.Sprintf("that attempt, send to answer (of it waiting for a connection: p50 %.2f s, max %.2f s)", sp.ConnWait.P50, sp.ConnWait.Max)},
 			{"  attempts from the commit", sp.AttemptsAfterCommit, fmt.Sprintf("HTTP attempts per writer; failed by status %v", sp.Failed)},
 		} {
 			fmt.Fprintf(&b, "%-31s %7.2f %7.2f %7.2f %7.2f | %s\n", x.name, x.d.Mean, x.d.P50, x.d.P99, x.d.Max, x.what)

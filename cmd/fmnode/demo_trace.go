@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -37,11 +36,8 @@ const demoMaxAttempts = 64
 // demoAttempt is one HTTP attempt of a writer.
 type demoAttempt struct {
 	start, gotConn, end time.Time
-	// dial and handshake: the TCP connect and the TLS handshake of a
-	// new connection this attempt got (zero: a pooled one).
-	dial, handshake time.Duration
-	status          int // 0: a transport error
-	epoch           uint64
+	status              int // 0: a transport error
+	epoch               uint64
 }
 
 func newDemoTracer(next http.RoundTripper) *demoTracer {
@@ -75,26 +71,12 @@ func (t *demoTracer) RoundTrip(r *http.Request) (*http.Response, error) {
 		return t.next.RoundTrip(r)
 	}
 	a := demoAttempt{start: time.Now()}
-	var gotConn, connStart, connDone, tlsStart, tlsDone atomic.Int64
-	stamp := func(v *atomic.Int64) { v.CompareAndSwap(0, time.Now().UnixNano()) }
-	var reused atomic.Bool
+	var gotConn atomic.Int64
 	ctx := httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
-		GotConn:           func(i httptrace.GotConnInfo) { reused.Store(i.Reused); stamp(&gotConn) },
-		ConnectStart:      func(string, string) { stamp(&connStart) },
-		ConnectDone:       func(string, string, error) { stamp(&connDone) },
-		TLSHandshakeStart: func() { stamp(&tlsStart) },
-		TLSHandshakeDone:  func(tls.ConnectionState, error) { stamp(&tlsDone) },
+		GotConn: func(httptrace.GotConnInfo) { gotConn.CompareAndSwap(0, time.Now().UnixNano()) },
 	})
 	resp, err := t.next.RoundTrip(r.WithContext(ctx))
 	a.end = time.Now()
-	// A dial the transport started for this attempt may have served
-	// another; counted only when this attempt got a new connection.
-	if !reused.Load() && connStart.Load() != 0 && connDone.Load() != 0 {
-		a.dial = time.Duration(connDone.Load() - connStart.Load())
-	}
-	if !reused.Load() && tlsStart.Load() != 0 && tlsDone.Load() != 0 {
-		a.handshake = time.Duration(tlsDone.Load() - tlsStart.Load())
-	}
 	if g := gotConn.Load(); g != 0 {
 		a.gotConn = time.Unix(0, g)
 	}
@@ -125,12 +107,7 @@ type demoRerouteSplit struct {
 	// one).
 	Service  sim.Dist `json:"service_s"`
 	ConnWait sim.Dist `json:"conn_wait_s"`
-	// NewConns: of the acknowledged attempts, how many got a new
-	// connection; Dial and Handshake are those connections' TCP connect
-	// and TLS handshake times.
-	NewConns  int      `json:"new_conns"`
-	Dial      sim.Dist `json:"dial_s"`
-	Handshake sim.Dist `json:"tls_handshake_s"`
+
 	// AttemptsAfterCommit: HTTP attempts the writer made from the commit
 	// to its acknowledged write, that one included.
 	AttemptsAfterCommit sim.Dist `json:"attempts_after_commit"`
@@ -148,7 +125,7 @@ type demoRerouteSplit struct {
 func (t *demoTracer) split(writers map[uint32]demoRerouteEvents) demoRerouteSplit {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var known, ask, service, wait, attempts, dial, hs []float64
+	var known, ask, service, wait, attempts []float64
 	out := demoRerouteSplit{Failed: map[string]int{}}
 	for id, ev := range writers {
 		if ev.commit.IsZero() || ev.acked.IsZero() {
@@ -178,11 +155,6 @@ func (t *demoTracer) split(writers map[uint32]demoRerouteEvents) demoRerouteSpli
 		if !a.gotConn.IsZero() {
 			wait = append(wait, a.gotConn.Sub(a.start).Seconds())
 		}
-		if a.handshake > 0 || a.dial > 0 {
-			out.NewConns++
-			dial = append(dial, a.dial.Seconds())
-			hs = append(hs, a.handshake.Seconds())
-		}
 		n := 0
 		for _, b := range l[:ack+1] {
 			if b.end.Before(ev.commit) {
@@ -195,7 +167,6 @@ func (t *demoTracer) split(writers map[uint32]demoRerouteEvents) demoRerouteSpli
 		}
 		attempts = append(attempts, float64(n))
 	}
-	out.Dial, out.Handshake = demoDist(dial), demoDist(hs)
 	out.Known, out.Ask, out.Service, out.ConnWait, out.AttemptsAfterCommit = demoDist(known), demoDist(ask), demoDist(service), demoDist(wait), demoDist(attempts)
 	return out
 }
@@ -204,8 +175,7 @@ func (t *demoTracer) split(writers map[uint32]demoRerouteEvents) demoRerouteSpli
 type demoRerouteEvents struct{ commit, promoted, acked time.Time }
 
 // dump writes every traced attempt (milliseconds from the kill) as JSON
-// lines: writer, start, got connection, end, dial, handshake, status,
-// epoch.
+// lines: writer, start, got connection, end, status, epoch.
 func (t *demoTracer) dump(w io.Writer) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -219,7 +189,7 @@ func (t *demoTracer) dump(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	for id, l := range t.attempts {
 		for _, a := range l {
-			if err := enc.Encode([]any{id, ms(a.start), ms(a.gotConn), ms(a.end), a.dial.Seconds() * 1000, a.handshake.Seconds() * 1000, a.status, a.epoch}); err != nil {
+			if err := enc.Encode([]any{id, ms(a.start), ms(a.gotConn), ms(a.end), a.status, a.epoch}); err != nil {
 				return err
 			}
 		}
