@@ -254,11 +254,7 @@ func benchAgent(ctx context.Context, o agentBenchOptions, stderr io.Writer) (res
 		}
 	}
 
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = lc.tlsCfg
-	tr.MaxIdleConnsPerHost = max(64, o.writers) // every write goes to the write region's agent
-	tr.Protocols = new(http.Protocols)          // HTTP/1.1, as the agents speak (kv's default)
-	tr.Protocols.SetHTTP1(true)
+	tr := kv.NewTransport(lc.tlsCfg) // the Go client's default: HTTP/2
 	defer tr.CloseIdleConnections()
 	cl, err := kv.New(kv.Config{HTTP: &http.Client{Transport: tr},
 		Routing: routing.Config{Zone: agentBenchZone, Resolver: resolver, PartitionCount: uint32(o.partitions)}})

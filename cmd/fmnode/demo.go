@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -38,6 +39,9 @@ type demoOptions struct {
 	json, keep     bool
 	dataParent     string
 	bin            string
+	// profileDir, when set, receives the surviving agents' runtime
+	// profiles over the failover and the burst after it (demo_profile.go).
+	profileDir string
 
 	// Not flags: the test's smaller run and its hooks.
 	warmup     time.Duration // steady load before the kill
@@ -100,6 +104,7 @@ func runDemoWith(ctx context.Context, args []string, stdout, stderr io.Writer, o
 	fs.BoolVar(&o.json, "json", false, "print one JSON object (progress stays on stderr)")
 	fs.BoolVar(&o.keep, "keep", false, "leave the cluster running after the drill (until Ctrl-C) and print how to reach it")
 	fs.StringVar(&o.dataParent, "data", "", "parent of the temporary directory (default: the system temp dir)")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "save the surviving agents' CPU, mutex, block profiles and goroutine dumps of the 1-7 s after the kill (and this process's CPU profile) in this directory")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: fmnode demo [flags]")
 		fmt.Fprintln(fs.Output())
@@ -146,6 +151,8 @@ func (o demoOptions) validate() error {
 		return fmt.Errorf("--profile %q: must be fast or paper", o.profile)
 	case o.bin == "":
 		return errors.New("no fmnode executable")
+	case o.profileDir != "" && !isDir(o.profileDir):
+		return fmt.Errorf("--profile-dir %s: not a directory", o.profileDir)
 	case o.thinkMin <= 0 || o.thinkMax < o.thinkMin:
 		return fmt.Errorf("think time %v..%v: must be positive and ordered", o.thinkMin, o.thinkMax)
 	case o.warmup <= 0 || o.hold < 0 || o.failoverBound <= 0 || o.returnBound <= 0:
@@ -222,6 +229,8 @@ type demoRun struct {
 	mu      sync.Mutex
 	procs   map[*localNode]*localProc
 	res     *demoResult
+	// trace records the writers' HTTP attempts from the kill on.
+	trace *demoTracer
 }
 
 // runDemoDrill runs the whole drill, prints its report on stdout and
@@ -321,19 +330,13 @@ func (d *demoRun) drill(ctx context.Context) error {
 	}
 	d.prog.note("status page: %s (client certificate %s)", d.statusURL(), lc.cl.CertFile)
 
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = lc.tlsCfg
-	// One writer per partition, one HTTP/1.1 connection per write in
-	// flight: keep as many idle connections per agent as there are
-	// writers, or what the failover's burst opened is closed again (the
-	// clone keeps 100 in all) and every poll round pays a TLS handshake
-	// per writer (kv.Config.HTTP).
-	tr.MaxIdleConns = 0
-	tr.MaxIdleConnsPerHost = max(256, o.partitions)
-	tr.Protocols = new(http.Protocols) // HTTP/1.1, as the agents speak (kv's default)
-	tr.Protocols.SetHTTP1(true)
+	// The Go client's own transport with the demo's client certificate:
+	// HTTP/2, one connection per agent for all the writers (kv.NewTransport
+	// says why a failover needs that).
+	tr := kv.NewTransport(lc.tlsCfg)
 	defer tr.CloseIdleConnections()
-	cl, err := kv.New(kv.Config{HTTP: &http.Client{Transport: tr},
+	d.trace = newDemoTracer(tr)
+	cl, err := kv.New(kv.Config{HTTP: &http.Client{Transport: d.trace},
 		Routing: routing.Config{Zone: demoZone, Resolver: resolver, PartitionCount: uint32(o.partitions)}})
 	if err != nil {
 		return err
@@ -403,10 +406,15 @@ func (d *demoRun) drill(ctx context.Context) error {
 
 	d.prog.phase("kill", fmt.Sprintf("SIGKILL every agent of %s (%v): write region of %d of %d partitions", killRegion, res.KilledAgents, len(epoch0), o.partitions))
 	killAt := time.Now()
+	d.trace.outageAt.Store(killAt.UnixNano())
 	for _, n := range killed {
 		d.proc(n).killGroup()
 	}
 	dc.startOutage(killAt)
+	profiled := func() {}
+	if o.profileDir != "" {
+		profiled = d.profileBurst(ctx, killAt, survivors, d.prog.note)
+	}
 	for _, n := range killed {
 		if err := d.proc(n).wait(10 * time.Second); err != nil {
 			return err
@@ -437,6 +445,12 @@ func (d *demoRun) drill(ctx context.Context) error {
 	}
 	marks := demoMarks(sts, epoch0)
 	d.figures(dc, killAt, epoch0, marks)
+	profiled()
+	if o.profileDir != "" {
+		if err := d.dumpTrace(filepath.Join(o.profileDir, "attempts.jsonl")); err != nil {
+			d.prog.note("trace of the writers' attempts: %v", err)
+		}
+	}
 
 	if o.hold > 0 {
 		d.prog.phase("outage", fmt.Sprintf("%s stays down %v more while the clients write (what it will lack)", killRegion, o.hold))
@@ -546,7 +560,8 @@ func (d *demoRun) startCluster(ctx context.Context) error {
 			return err
 		}
 		lc, err := newLocalCluster(localClusterConfig{Bin: o.bin, Dir: dir, Nodes: d.res.Agents, Cluster: "demo", Regions: d.regions,
-			Zone: demoZone, DNSNodes: dnsNodes, DNSTTL: demoDNSTTL, LogLevel: "warn", Lifetime: lifetime, ClientName: "demo"})
+			Zone: demoZone, DNSNodes: dnsNodes, DNSTTL: demoDNSTTL, LogLevel: "warn", Lifetime: lifetime, ClientName: "demo",
+			Pprof: true})
 		if err != nil {
 			os.RemoveAll(dir)
 			return err
@@ -594,6 +609,7 @@ func (d *demoRun) portTaken() bool {
 func (d *demoRun) figures(dc *demoClients, killAt time.Time, epoch0 map[uint32]uint64, marks map[uint32]demoMark) {
 	res := d.res
 	var det, comp, rec, reroute, promo []float64
+	events := map[uint32]demoRerouteEvents{}
 	within := 0
 	for _, w := range dc.writers {
 		w.mu.Lock()
@@ -625,10 +641,15 @@ func (d *demoRun) figures(dc *demoClients, killAt time.Time, epoch0 map[uint32]u
 		rec = append(rec, firstNew.Sub(killAt).Seconds())
 		if !m.committed.IsZero() {
 			reroute = append(reroute, max(0, firstNew.Sub(m.committed).Seconds()))
+			events[w.part] = demoRerouteEvents{commit: m.committed, promoted: m.promoted, acked: firstNew}
 		}
 	}
 	res.Detection, res.FailoverCompletion, res.WriteRecovery, res.ClientReroute = demoDist(det), demoDist(comp), demoDist(rec), demoDist(reroute)
 	res.Promotion = demoDist(promo)
+	if d.trace != nil {
+		split := d.trace.split(events)
+		res.RerouteSplit = &split
+	}
 	if res.AffectedPartitions > 0 {
 		res.FailedOverWithin60s = float64(within) / float64(res.AffectedPartitions)
 	}

@@ -37,6 +37,10 @@ type demoResult struct {
 	// Promotion: per affected partition, from the commit to the new
 	// write region's replica becoming write region (agents' promoted_at).
 	Promotion sim.Dist `json:"promotion_s"`
+	// RerouteSplit: client_reroute_s split per writer at the promotion,
+	// the sending of the acknowledged attempt and its answer (the demo's
+	// trace of its writers' HTTP attempts).
+	RerouteSplit *demoRerouteSplit `json:"reroute_split,omitempty"`
 	// SteadyWriteLatency: the strong Puts acknowledged before the kill.
 	SteadyWriteLatency sim.Dist `json:"steady_write_latency_s"`
 	// PredictionRTTMs is the round trip the prediction's layout models
@@ -114,7 +118,10 @@ func demoMeasures() map[string]string {
 		"resync_bytes": "the returning agents' DataBytesReceived (keys and values of the replicated ops and snapshot pairs received " +
 			"since their start), at resync_s; the simulator counts the same payload",
 		"back_in_write_quorum_s": "from the restart until every register's write quorum holds every region again (the agents' register_write_quorum)",
-		"promotion_s":            "per affected partition, from the commit to the new write region's replica becoming write region (admin API: promoted_at)",
+		"reroute_split": "client_reroute_s per writer split by the demo's trace of its HTTP attempts: known_s commit to promotion, " +
+			"ask_s promotion to the sending of the attempt acknowledged, service_s that attempt's send to answer (conn_wait_s of it waiting " +
+			"for a connection: a dial and TLS handshake, or a pooled one)",
+		"promotion_s": "per affected partition, from the commit to the new write region's replica becoming write region (admin API: promoted_at)",
 		"prediction": "fmnode sim's region-outage on the same layout (regions x nodes per region, every write region in the first region, " +
 			"the spec's minimum durability, the processes killed so that clients are refused at once, DNS TTL 1 s), its round trip " +
 			"half the steady write's median latency measured here, its outage half a heartbeat interval after a beat (a kill's mean phase)",
@@ -186,6 +193,19 @@ func printDemo(w io.Writer, r *demoResult) {
 	row("client reroute (s from commit)", r.ClientReroute, func(f *sim.FailoverReport) sim.Dist { return f.ClientReroute }, "goal max <= 1 s")
 	fmt.Fprintf(&b, "%-31s %7.2f %7.2f %7.2f %7.2f | the nodes' part of the reroute (commit to promotion)\n", "  promotion (s from commit)",
 		r.Promotion.Mean, r.Promotion.P50, r.Promotion.P99, r.Promotion.Max)
+	if sp := r.RerouteSplit; sp != nil && sp.Traced > 0 {
+		for _, x := range []struct {
+			name string
+			d    sim.Dist
+			what string
+		}{
+			{"  ask (s from promotion)", sp.Ask, "until the writer sent the attempt acknowledged"},
+			{"  service (s)", sp.Service, fmt.Sprintf("that attempt, send to answer (of it waiting for a connection: p50 %.2f s, max %.2f s)", sp.ConnWait.P50, sp.ConnWait.Max)},
+			{"  attempts from the commit", sp.AttemptsAfterCommit, fmt.Sprintf("HTTP attempts per writer; failed by status %v", sp.Failed)},
+		} {
+			fmt.Fprintf(&b, "%-31s %7.2f %7.2f %7.2f %7.2f | %s\n", x.name, x.d.Mean, x.d.P50, x.d.P99, x.d.Max, x.what)
+		}
+	}
 	simRPO, simWithin, simResync := "n/a", "n/a", "n/a"
 	if p != nil {
 		simRPO = fmt.Sprintf("%.2f mean, %.0f p99, %.0f max", p.RPO.Mean, p.RPO.P99, p.RPO.Max)

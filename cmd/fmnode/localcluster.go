@@ -68,6 +68,8 @@ type localClusterConfig struct {
 	DNSTTL time.Duration
 	// LogLevel is the agents' log level ("": their default).
 	LogLevel string
+	// Pprof turns on admin.enable_pprof in every agent's config.
+	Pprof bool
 	// Lifetime bounds every child started by start: a watchdog kills its
 	// process group then (default 10 minutes).
 	Lifetime time.Duration
@@ -196,6 +198,9 @@ func newLocalCluster(cfg localClusterConfig) (*localCluster, error) {
 		}
 		if cfg.LogLevel != "" {
 			fmt.Fprintf(&b, "log:\n  level: %s\n", cfg.LogLevel)
+		}
+		if cfg.Pprof {
+			fmt.Fprintf(&b, "admin:\n  enable_pprof: true\n")
 		}
 		fmt.Fprintf(&b, "gossip_key: %s\ntls:\n  cert_file: %s\n  key_file: %s\n  ca_file: %s\nshutdown_timeout: 10s\n",
 			base64.StdEncoding.EncodeToString(key), is.CertFile, is.KeyFile, is.CAFile)

@@ -45,6 +45,7 @@ func (a *Agent) startAPI() error {
 	mux.HandleFunc(PathSpec, a.authed(a.serveSpec))
 	mux.HandleFunc(PathPartitions, a.authed(a.servePartitions))
 	a.adminRoutes(mux)
+	a.pprofRoutes(mux)
 	mux.HandleFunc(PathHealthz, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fmnode/fmnode/internal/dataapi"
 	"github.com/fmnode/fmnode/internal/node"
+	"github.com/fmnode/fmnode/txtdns/kv"
 )
 
 // headerForwarded marks a request one agent passed to another of its
@@ -31,7 +32,7 @@ func (h *host) forwarding(api http.Handler) http.Handler {
 	tr := newForwardTransport(h.a.peerDialer().DialContext)
 	scheme := "http"
 	if h.a.certs != nil {
-		tr.TLSClientConfig = h.a.certs.client()
+		forwardOverTLS(tr, h.a.certs.client())
 		scheme = "https"
 	}
 	proxy := newForwardProxy(scheme, tr, h.self.Name, h.a.log)
@@ -62,9 +63,28 @@ func (h *host) forwarding(api http.Handler) http.Handler {
 // per peer the rest of such a burst's connections were closed and every
 // poll round opened them again, a TLS handshake on both agents per request
 // while they were busiest.
+//
+// Over TLS it speaks HTTP/2 (the agents' API offers h2): the requests to
+// one peer share a connection (another per
+// dataapi.DefaultMaxConcurrentStreams at once), so the burst after a
+// failover opens one connection per peer instead of one per request.
 func newForwardTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
-	return &http.Transport{MaxIdleConns: 0, MaxIdleConnsPerHost: dataapi.DefaultMaxInFlight, IdleConnTimeout: time.Minute,
+	tr := &http.Transport{MaxIdleConns: 0, MaxIdleConnsPerHost: dataapi.DefaultMaxInFlight, IdleConnTimeout: time.Minute,
 		ResponseHeaderTimeout: dataapi.DefaultRequestTimeout + 5*time.Second, DialContext: dial}
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP1(true)
+	tr.Protocols.SetHTTP2(true)
+	return tr
+}
+
+// forwardOverTLS sets tr up for the peers' API over TLS: HTTP/2 (ALPN),
+// and at most kv.MaxDialsPerAgent connections being opened to one peer at
+// a time, so that a burst to a peer with no connection yet waits for the
+// first one and multiplexes on it instead of dialling once per request
+// (for HTTP/2 the bound counts dials in progress, not connections).
+func forwardOverTLS(tr *http.Transport, cfg *tls.Config) {
+	tr.TLSClientConfig = cfg
+	tr.MaxConnsPerHost = kv.MaxDialsPerAgent
 }
 
 type forwardTo struct{}

@@ -17,7 +17,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"crypto/tls"
+	"crypto/x509"
 	"github.com/fmnode/fmnode/internal/dataapi"
+	"github.com/fmnode/fmnode/txtdns/kv"
 )
 
 // forwardThrough sends method to a forwarding proxy whose target is
@@ -139,4 +142,69 @@ func TestForwardingKeepsBurstConnections(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, first, len(conns), "the second burst reused the first one's connections to the hosting node")
+}
+
+// TestForwardingBurstSharesTLSConnections: over TLS the forwarding
+// transport speaks HTTP/2 and opens few connections at a time, so a burst
+// of requests held in flight at once to a peer it had no connection to
+// (the hosting node of partitions that just failed over) shares one
+// connection instead of opening one each (200 TLS handshakes on both
+// agents, at the moment they were busiest).
+func TestForwardingBurstSharesTLSConnections(t *testing.T) {
+	const burst = 200 // under one connection's streams
+	var conns, arrived atomic.Int64
+	gate := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		<-gate
+		w.WriteHeader(http.StatusNoContent)
+	})
+	hs, err := dataapi.NewServer(dataapi.ServerConfig{Handler: h, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS13}})
+	require.NoError(t, err)
+	hosting := httptest.NewUnstartedServer(h)
+	hosting.Config, hosting.TLS = hs, hs.TLSConfig
+	hosting.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	hosting.StartTLS()
+	defer hosting.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(hosting.Certificate())
+	var d net.Dialer
+	tr := newForwardTransport(d.DialContext)
+	forwardOverTLS(tr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13})
+	defer tr.CloseIdleConnections()
+	addr := strings.TrimPrefix(hosting.URL, "https://")
+	p := newForwardProxy("https", tr, "n1", slog.New(slog.DiscardHandler))
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.ServeHTTP(w, r.WithContext(withForward(r, addr)))
+	}))
+	defer front.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: burst}}
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, err := http.NewRequest(http.MethodPut, front.URL+"/v1/kv/k"+strconv.Itoa(i), strings.NewReader("v"))
+			if !assert.NoError(t, err) {
+				return
+			}
+			resp, err := client.Do(req)
+			if assert.NoError(t, err) {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusNoContent, resp.StatusCode)
+			}
+		}()
+	}
+	require.Eventually(t, func() bool { return arrived.Load() >= burst }, 20*time.Second, time.Millisecond, "every request in flight at once")
+	close(gate)
+	wg.Wait()
+	// The dials in flight at once, and one connection per 100 requests
+	// (a Go HTTP/2 client's stream limit until the server's settings
+	// arrive); without HTTP/2 and the bound, one per request.
+	assert.LessOrEqual(t, conns.Load(), int64(kv.MaxDialsPerAgent+(burst+99)/100), "%d forwarded requests at once opened %d connections to the hosting node", burst, conns.Load())
 }

@@ -161,6 +161,15 @@ type Admin struct {
 	// The metrics carry counts, states and partition ids, no data; every
 	// other path still needs the certificate.
 	MetricsWithoutClientCert bool `yaml:"metrics_without_client_cert"`
+	// EnablePprof serves Go's runtime profiles (net/http/pprof: CPU,
+	// heap, goroutines, mutex and block contention, execution traces)
+	// under /debug/pprof/ on the API address, behind the same client
+	// certificate and bearer token as every admin path. Off by default:
+	// a profile shows the process's code paths and a goroutine dump its
+	// stacks, and a CPU profile or trace costs the process a few percent
+	// while it runs. With insecure it needs admin.token_file (nothing
+	// else would stand between any caller and the profiles).
+	EnablePprof bool `yaml:"enable_pprof"`
 }
 
 // Log configures logging.
@@ -271,6 +280,7 @@ func fields() []field {
 		{"insecure", "run without TLS and gossip encryption", func(c *Config) any { return &c.Insecure }},
 		{"admin.token_file", "file holding the bearer token admin calls must present (empty: none)", func(c *Config) any { return &c.Admin.TokenFile }},
 		{"admin.metrics_without_client_cert", "serve /metrics over TLS to scrapers without a client certificate", func(c *Config) any { return &c.Admin.MetricsWithoutClientCert }},
+		{"admin.enable_pprof", "serve Go runtime profiles under /debug/pprof/ (admin rules; insecure needs admin.token_file)", func(c *Config) any { return &c.Admin.EnablePprof }},
 		{"log.level", "log level (debug|info|warn|error)", func(c *Config) any { return &c.Log.Level }},
 		{"log.format", "log format (text|json)", func(c *Config) any { return &c.Log.Format }},
 		{"dns.zone", "DNS zone served", func(c *Config) any { return &c.DNS.Zone }},

@@ -66,6 +66,11 @@ func TestValidate(t *testing.T) {
 		{"insecure with TLS only", func(c *Config) { c.Insecure = true; c.GossipKey = "" }, nil},
 		{"insecure with key only", func(c *Config) { c.Insecure = true; c.TLS = TLS{} }, nil},
 		{"insecure with both", func(c *Config) { c.Insecure = true }, []string{"insecure"}},
+		{"enable_pprof with TLS", func(c *Config) { c.Admin.EnablePprof = true }, nil},
+		{"enable_pprof insecure with a token", func(c *Config) {
+			c.Insecure, c.TLS, c.GossipKey, c.Admin.EnablePprof, c.Admin.TokenFile = true, TLS{}, "", true, "/etc/fmnode/admin.token"
+		}, nil},
+		{"enable_pprof insecure open", func(c *Config) { c.Insecure, c.TLS, c.GossipKey, c.Admin.EnablePprof = true, TLS{}, "", true }, []string{"admin.enable_pprof"}},
 
 		{"name empty", func(c *Config) { c.Name = "" }, []string{"name"}},
 		{"name upper", func(c *Config) { c.Name = "Fm-1" }, []string{"name"}},

@@ -274,6 +274,9 @@ func (c Config) validateSecurity(p *problems) {
 	if c.Admin.TokenFile != "" {
 		p.path("admin.token_file", c.Admin.TokenFile)
 	}
+	if c.Admin.EnablePprof && set == 0 && c.Admin.TokenFile == "" {
+		p.add("admin.enable_pprof", "true without TLS and without admin.token_file: any caller could read the profiles; set admin.token_file or turn TLS on")
+	}
 	if c.Insecure && set == len(files) && c.GossipKey != "" {
 		p.add("insecure", "true, but TLS and the gossip key are both set: remove it")
 	}

@@ -103,10 +103,13 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// DefaultMaxConcurrentStreams bounds the requests one HTTP/2 connection
+// carries at once.
+const DefaultMaxConcurrentStreams = 256
+
 // ServerConfig configures the http.Server NewServer returns. Zero
-// durations and sizes take the defaults; the server speaks HTTP/1.1 only
-// (with TLS too: a 421 must reach the client, not be retried by an HTTP/2
-// transport on another connection).
+// durations and sizes take the defaults; the server speaks HTTP/1.1, and
+// with TLS HTTP/2 as well (ALPN h2 first).
 type ServerConfig struct {
 	// Addr is the listen address, for ListenAndServe(TLS).
 	Addr string
@@ -114,7 +117,7 @@ type ServerConfig struct {
 	Handler http.Handler
 	// TLSConfig, when set, is the server's TLS configuration: serve with
 	// ServeTLS(ln, "", "") or ListenAndServeTLS("", ""). The server uses a
-	// clone whose NextProtos is "http/1.1" only.
+	// clone whose NextProtos is "h2", "http/1.1".
 	TLSConfig *tls.Config
 	// ReadHeaderTimeout bounds reading the request line and headers (a
 	// slow-loris client); default DefaultReadHeaderTimeout.
@@ -168,10 +171,18 @@ func NewServer(cfg ServerConfig) (*http.Server, error) {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	if cfg.TLSConfig != nil {
-		// ALPN must not offer h2 (a caller's config listing it would
-		// make clients choose a protocol the server does not speak).
+		// HTTP/2 over TLS (ALPN h2, then http/1.1): a client's
+		// operations share one connection per agent instead of one
+		// each. Over HTTP/1.1 every operation in flight holds its own
+		// connection, so when a failover moves the clients of many
+		// partitions to other agents at once, each of them pays a TLS
+		// handshake on both sides at the moment the agents are busiest:
+		// 1000 writers waited 2.2 s p50 for their connections after a
+		// region's kill in the demo. A 421 reaches the client as is:
+		// Go's HTTP/2 transport does not retry it on its own.
 		cfg.TLSConfig = cfg.TLSConfig.Clone()
-		cfg.TLSConfig.NextProtos = []string{"http/1.1"}
+		cfg.TLSConfig.NextProtos = []string{"h2", "http/1.1"}
+		protos.SetHTTP2(true)
 	}
 	return &http.Server{
 		Addr:              cfg.Addr,
@@ -183,7 +194,11 @@ func NewServer(cfg ServerConfig) (*http.Server, error) {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		Protocols:         &protos,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		// The streams one HTTP/2 connection carries at once (a client
+		// with more opens another connection); the handler's
+		// MaxInFlight bounds the node's requests over all of them.
+		HTTP2:    &http.HTTP2Config{MaxConcurrentStreams: DefaultMaxConcurrentStreams},
+		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}, nil
 }
 

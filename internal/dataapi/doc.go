@@ -2,8 +2,8 @@
 // endpoints applications (through the routing SDK, txtdns/routing) write
 // and read keys with. Handler is a plain http.Handler over a Backend (the
 // node driver in the agent, MemBackend in tests); NewServer returns the
-// http.Server to run it on, with its timeouts set and HTTP/1.1 only (TLS
-// is the caller's: pass a *tls.Config in ServerConfig).
+// http.Server to run it on, with its timeouts set, HTTP/1.1 and, over
+// TLS, HTTP/2 (TLS is the caller's: pass a *tls.Config in ServerConfig).
 //
 // # Endpoints
 //
@@ -116,8 +116,10 @@
 // partition.RedirectError), so a client turns the response into a
 // routing.RedirectError and hands it to the router, which moves its cache
 // at once if the epoch is not older than the cached one and retries at the
-// write region. The request was not applied. The server speaks HTTP/1.1
-// only, so the 421 reaches the client rather than an HTTP/2 transport.
+// write region. The request was not applied. Over HTTP/2 too the 421
+// reaches the client as is (Go's HTTP/2 transport does not retry a 421 on
+// another connection; RFC 9110 lets a client do so, which would only ask
+// the same agent again).
 //
 // # Bounds and timeouts
 //

@@ -30,7 +30,7 @@ func TestNewServer(t *testing.T) {
 	assert.Equal(t, DefaultIdleTimeout, srv.IdleTimeout)
 	assert.Equal(t, DefaultMaxHeaderBytes, srv.MaxHeaderBytes)
 	assert.True(t, srv.Protocols.HTTP1())
-	assert.False(t, srv.Protocols.HTTP2())
+	assert.False(t, srv.Protocols.HTTP2(), "no TLS: no HTTP/2 (no h2c)")
 }
 
 // The handler behind TLS, on the server NewServer configures (127.0.0.1,
@@ -42,13 +42,13 @@ func TestServeTLS(t *testing.T) {
 	require.NoError(t, err)
 	hs, err := NewServer(ServerConfig{Handler: h, TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"http/1.1"}, hs.TLSConfig.NextProtos)
+	assert.Equal(t, []string{"h2", "http/1.1"}, hs.TLSConfig.NextProtos)
 	ts := httptest.NewUnstartedServer(h)
 	ts.Config, ts.TLS = hs, hs.TLSConfig // httptest adds its certificate
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	tr := ts.Client().Transport.(*http.Transport).Clone()
-	tr.ForceAttemptHTTP2 = true // the client offers h2; the server keeps to HTTP/1.1
+	tr.ForceAttemptHTTP2 = true // the client offers h2 and gets it
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr}
 
@@ -60,7 +60,7 @@ func TestServeTLS(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusNoContent, resp.StatusCode)
 	assert.NotNil(t, resp.TLS)
-	assert.Equal(t, "HTTP/1.1", resp.Proto)
+	assert.Equal(t, "HTTP/2.0", resp.Proto)
 
 	req, err = http.NewRequest(http.MethodPut, ts.URL+KeyPath([]byte("k")), strings.NewReader("v"))
 	require.NoError(t, err)

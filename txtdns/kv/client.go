@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -34,7 +35,8 @@ const (
 	MaxTimeout     = time.Hour
 	// DefaultMaxIdleConnsPerAgent is how many idle connections the
 	// default transport keeps per agent: the operations one application
-	// runs at once against one agent (HTTP/1.1: one connection each).
+	// runs at once against one agent over HTTP/1.1 (one connection
+	// each: plain HTTP, or an agent that does not offer h2).
 	DefaultMaxIdleConnsPerAgent = 1024
 )
 
@@ -49,16 +51,15 @@ type Config struct {
 	// a write sent as one and cut is an unknown outcome too.)
 	Routing routing.Config
 	// HTTP is the client requests go through (its Transport carries the
-	// caller's TLS configuration). Nil means a clone of
-	// http.DefaultTransport speaking HTTP/1.1 only, as the agents do,
-	// keeping up to DefaultMaxIdleConnsPerAgent idle connections per agent
-	// and no cap in all. A caller's own Transport should keep as many
-	// idle connections per agent as it runs operations at once
-	// (MaxIdleConnsPerHost, and MaxIdleConns 0 or at least that times the
-	// agents): http.DefaultTransport's 100 in all closes what a burst
-	// opened, and after a failover every operation then pays a TLS
-	// handshake. The client uses a shallow copy that never follows HTTP
-	// redirects: the API redirects with 421, through routing.
+	// caller's TLS configuration). Nil means NewTransport(nil): HTTP/2
+	// over TLS, as the agents speak it (with Scheme "http", HTTP/1.1
+	// keeping DefaultMaxIdleConnsPerAgent idle connections per agent). A caller with its own TLS
+	// configuration (a client certificate) should use
+	// NewTransport(itsConfig); a Transport of its own should speak HTTP/2
+	// (Protocols) or, over HTTP/1.1, keep as many idle connections per
+	// agent as it runs operations at once (see NewTransport). The client
+	// uses a shallow copy that never follows HTTP redirects: the API
+	// redirects with 421, through routing.
 	HTTP *http.Client
 	// Scheme is "https" (default) or "http".
 	Scheme string
@@ -129,24 +130,11 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTP != nil {
 		hc = *cfg.HTTP
 	} else {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		// Keep the connections a burst opened: HTTP/1.1 carries one
-		// request per connection, so N operations at once hold N
-		// connections, and a failover sends every operation of the
-		// moved partitions to agents at once. http.DefaultTransport
-		// keeps 100 idle connections in all (2 per host unless set):
-		// the rest are closed after the burst and the next burst pays a
-		// TLS handshake per operation again, on the agents' cores too
-		// (the demo's 1000 writers spent 0.9 s p50 waiting for
-		// connections after a failover). Bounded per agent; an
-		// application is configured with a bounded set of agents.
-		tr.MaxIdleConns = 0
-		tr.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerAgent
-		// HTTP/1.1, as the agents speak: an HTTP/2 transport may act on a
-		// 421 itself instead of handing it to routing.
-		tr.Protocols = new(http.Protocols)
-		tr.Protocols.SetHTTP1(true)
-		hc.Transport = tr
+		if cfg.Scheme == "http" {
+			hc.Transport = newTransport(nil, false)
+		} else {
+			hc.Transport = NewTransport(nil)
+		}
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	clock := cfg.Routing.Clock
@@ -321,4 +309,55 @@ func durBound(field string, v, def, hi time.Duration) (time.Duration, error) {
 		return 0, configErr(field, "%v: must be in (0, %v]", v, hi)
 	}
 	return v, nil
+}
+
+// NewTransport is the transport a Client of agents over TLS (https)
+// should use: tlsCfg (nil: the system's roots, no client certificate),
+// HTTP/2, at most MaxDialsPerAgent connections being opened to one agent
+// at a time.
+//
+// HTTP/2 because of what a failover does to the connections: over
+// HTTP/1.1 every operation in flight holds a connection of its own, so
+// when a failover moves the clients of many partitions to other agents
+// at once each operation opens a new connection there, a TLS handshake
+// on both sides at the moment the agents are busiest (the demo's 1000
+// writers waited 2.2 s p50 for their connections after a region's kill,
+// longer than the failover itself). Over HTTP/2 they share one
+// connection per agent (another per dataapi.DefaultMaxConcurrentStreams
+// operations at once). The dial bound is what makes them share it: a
+// burst to an agent the client has no connection to yet would otherwise
+// dial once per operation before the first handshake ends (300 at once
+// opened 121 connections); with it the rest wait for the first
+// connection and multiplex on it. For HTTP/2 the bound counts the dials
+// in progress, not the connections. A Go HTTP/2 transport hands a 421 to
+// the caller as HTTP/1.1 does, so routing still sees every redirect.
+//
+// The agents of this version offer h2 over TLS; against one that speaks
+// HTTP/1.1 only the bound would limit the operations in flight to it to
+// MaxDialsPerAgent: give such a cluster a transport of its own (as for
+// plain HTTP, where kv.New's default keeps no bound).
+func NewTransport(tlsCfg *tls.Config) *http.Transport { return newTransport(tlsCfg, true) }
+
+// MaxDialsPerAgent bounds the connections NewTransport opens to one
+// agent at a time.
+const MaxDialsPerAgent = 2
+
+// newTransport: h2 is NewTransport's; without it, HTTP/1.1 keeping up to
+// DefaultMaxIdleConnsPerAgent idle connections per agent and no cap in
+// all (http.DefaultTransport's 100 in all closed what a burst opened, and
+// the next burst paid a handshake per operation again).
+func newTransport(tlsCfg *tls.Config, h2 bool) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if tlsCfg != nil {
+		tr.TLSClientConfig = tlsCfg.Clone()
+	}
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerAgent
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP1(true)
+	if h2 {
+		tr.Protocols.SetHTTP2(true)
+		tr.MaxConnsPerHost = MaxDialsPerAgent
+	}
+	return tr
 }
