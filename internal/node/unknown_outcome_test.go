@@ -24,6 +24,22 @@ func dropCASRepliesTo(to NodeID, on *bool) func(b *nodewire.Batch) bool {
 	}
 }
 
+// startUnheardCAS starts a cluster and has node 1 propose a never-promote
+// change while every register reply to it is lost; *cut ends the loss.
+func startUnheardCAS(t *testing.T) (c *tcluster, cut *bool, want []partition.Region) {
+	t.Helper()
+	cut = new(bool)
+	c = newTClusterWith(t, 1, nil)
+	c.run(c.now + 3*time.Second)
+	c.drop = dropCASRepliesTo(1, cut)
+	*cut = true
+	want = []partition.Region{"north"}
+	proposed, _, err := c.nodes[0].ApplyNeverPromote(c.now, want, "test")
+	require.NoError(t, err)
+	require.Equal(t, 1, proposed)
+	return c, cut, want
+}
+
 // TestPromotedNodeThatMissedItsLearnIsTold: a CAS whose proposer gave up
 // with an unknown outcome, though its accept was chosen, left every node
 // on the older value for good: the proposer shares only what it knows it
@@ -37,15 +53,7 @@ func dropCASRepliesTo(to NodeID, on *bool) func(b *nodewire.Batch) bool {
 // unknown outcome (caspaxos.ErrUnknownOutcome: "read to learn") and
 // shares what it reads.
 func TestPromotedNodeThatMissedItsLearnIsTold(t *testing.T) {
-	cut := false
-	c := newTClusterWith(t, 1, nil)
-	c.run(c.now + 3*time.Second)
-	c.drop = dropCASRepliesTo(1, &cut)
-	cut = true
-	want := []partition.Region{"north"}
-	proposed, _, err := c.nodes[0].ApplyNeverPromote(c.now, want, "test")
-	require.NoError(t, err)
-	require.Equal(t, 1, proposed)
+	c, cut, want := startUnheardCAS(t)
 	for end := c.now + 30*time.Second; c.nodes[0].Proposer().Stats().Unknown == 0 && c.now < end; {
 		c.run(c.now + 100*time.Millisecond)
 	}
@@ -55,7 +63,7 @@ func TestPromotedNodeThatMissedItsLearnIsTold(t *testing.T) {
 		require.True(t, ok)
 		require.Empty(t, s.NeverPromote, "node %d does not know the change yet", i+1)
 	}
-	cut = false
+	*cut = false
 	c.run(c.now + 5*time.Second)
 	for i := range c.nodes {
 		s, ok := c.known(i, 1)
@@ -72,18 +80,10 @@ func TestPromotedNodeThatMissedItsLearnIsTold(t *testing.T) {
 // (a crash, a region lost) stayed unknown to every node that did not
 // write to the register itself, though the conflicting node knew it.
 func TestValueLearnedFromAConflictIsShared(t *testing.T) {
-	cut := false
-	c := newTClusterWith(t, 1, nil)
-	c.run(c.now + 3*time.Second)
-	c.drop = dropCASRepliesTo(1, &cut)
-	cut = true
-	want := []partition.Region{"north"}
-	proposed, _, err := c.nodes[0].ApplyNeverPromote(c.now, want, "test")
-	require.NoError(t, err)
-	require.Equal(t, 1, proposed)
+	c, cut, want := startUnheardCAS(t)
 	c.run(c.now + 200*time.Millisecond) // the accept is chosen, unheard
 	c.crash(0)
-	cut = false
+	*cut = false
 	// Node 2 asks for a switchover against the value it knows: its CAS
 	// conflicts with node 1's, and the value that won refuses the target.
 	require.NoError(t, c.nodes[1].Switchover(c.now, 1, "north", "test"))
