@@ -17,6 +17,9 @@ type commit struct {
 	rd    node.Ready
 	reads node.Reads
 	start time.Time
+	// waits are the stores' waits for this Ready's writes, in the order
+	// they were queued; every one is called once (waitDurable).
+	waits []func() error
 	err   error
 }
 
@@ -32,17 +35,7 @@ func (d *Driver) Run(ctx context.Context, tr Sender) (err error) {
 		close(d.done)
 	}()
 	commits := make(chan *commit, d.cfg.MaxInflight)
-	durable := make(chan *commit, d.cfg.MaxInflight)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(durable)
-		for c := range commits {
-			d.persist(c)
-			durable <- c
-		}
-	}()
+	durable, stages := pipeline(commits, d.cfg.MaxInflight, d.apply)
 	l := &loop{d: d, tr: tr, commits: commits, durable: durable}
 	d.n.Start(d.cfg.Clock())
 	err = l.run(ctx)
@@ -52,11 +45,51 @@ func (d *Driver) Run(ctx context.Context, tr Sender) (err error) {
 			err = c.err
 		}
 	}
-	wg.Wait()
+	stages.Wait()
 	if ctx.Err() != nil && err == ctx.Err() {
 		err = nil
 	}
 	return err
+}
+
+// pipeline runs the committer's two stages over commits, both in Ready
+// order: apply queues a Ready's writes on the stores (visible to reads,
+// not yet durable) and runs its reads; the syncer then waits for them to
+// be durable and hands the commit to durable. The next Ready is applied
+// while the last one's fsync runs, so the stores' group commit merges the
+// fsyncs of every Ready in flight, instead of the committer paying one
+// (bbolt: two) per Ready in turn. After a commit whose apply failed, later
+// ones are not applied and carry its error: a store that failed cannot be
+// trusted with what came after (the loop stops on the first error).
+// durable is closed, and stages done, once commits is closed and drained.
+func pipeline(commits <-chan *commit, depth int, apply func(*commit)) (<-chan *commit, *sync.WaitGroup) {
+	syncq := make(chan *commit, depth)
+	durable := make(chan *commit, depth)
+	var stages sync.WaitGroup
+	stages.Add(2)
+	go func() {
+		defer stages.Done()
+		defer close(syncq)
+		var failed error
+		for c := range commits {
+			if failed != nil {
+				c.err = failed
+			} else {
+				apply(c)
+				failed = c.err
+			}
+			syncq <- c
+		}
+	}()
+	go func() {
+		defer stages.Done()
+		defer close(durable)
+		for c := range syncq {
+			c.waitDurable()
+			durable <- c
+		}
+	}()
+	return durable, &stages
 }
 
 // loop is Run's state, owned by the loop goroutine.
@@ -247,40 +280,71 @@ func (l *loop) answer(rs []partition.Reply) {
 	}
 }
 
-// persist makes a Ready's writes durable, the acceptor's and the
-// partitions' stores in parallel, then runs its reads (before any later
-// Ready's writes are applied: the committer takes them one at a time).
-func (d *Driver) persist(c *commit) {
-	var accErr error
-	var wg sync.WaitGroup
+// apply queues a Ready's writes on both stores without waiting for their
+// fsyncs (the acceptor's records through caspaxos.PipelineStore.Submit, the
+// partitions' through partition.AsyncStore.CommitAsync; a store that cannot
+// overlap commits makes them durable here), then runs its reads. Reads run
+// before any later Ready's writes are applied (the committer takes Readys
+// one at a time) and see only this Ready's writes and earlier ones, which
+// is what AsyncStore allows; nothing read leaves before waitDurable.
+func (d *Driver) apply(c *commit) {
 	if len(c.rd.Acceptor) > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := persistAcceptor(d.cfg.AcceptorStore, c.rd.Acceptor); err != nil {
-				accErr = fmt.Errorf("noderun: acceptor store: %w", err)
-			}
-		}()
+		waits, err := submitAcceptor(d.cfg.AcceptorStore, c.rd.Acceptor)
+		c.waits = append(c.waits, wrapWaits(waits, "noderun: acceptor store")...)
+		if err != nil {
+			c.err = fmt.Errorf("noderun: acceptor store: %w", err)
+			return
+		}
 	}
 	var ws []partition.Write
 	for i := range c.rd.Host {
 		ws = append(ws, c.rd.Host[i].Writes...)
 	}
-	var partErr error
 	if len(ws) > 0 {
-		if err := d.cfg.PartitionStore.Commit(ws); err != nil {
-			partErr = fmt.Errorf("noderun: partition store: %w", err)
+		wait, err := commitPartitions(d.cfg.PartitionStore, ws)
+		if err != nil {
+			c.err = fmt.Errorf("noderun: partition store: %w", err)
+			return
+		}
+		c.waits = append(c.waits, wrapWaits([]func() error{wait}, "noderun: partition store")...)
+	}
+	c.reads = c.rd.Read(d.cfg.PartitionStore)
+}
+
+// waitDurable calls every wait of c (each once, as the stores require)
+// and keeps the first error.
+func (c *commit) waitDurable() {
+	for _, wait := range c.waits {
+		if err := wait(); c.err == nil {
+			c.err = err
 		}
 	}
-	wg.Wait()
-	switch {
-	case accErr != nil:
-		c.err = accErr
-	case partErr != nil:
-		c.err = partErr
-	default:
-		c.reads = c.rd.Read(d.cfg.PartitionStore)
+	c.waits = nil
+}
+
+// wrapWaits names the store in the errors of its waits.
+func wrapWaits(waits []func() error, store string) []func() error {
+	for i, w := range waits {
+		waits[i] = func() error {
+			if err := w(); err != nil {
+				return fmt.Errorf("%s: %w", store, err)
+			}
+			return nil
+		}
 	}
+	return waits
+}
+
+// commitPartitions applies ws to st and returns the wait for its fsync; a
+// store that cannot overlap commits is committed (durably) here.
+func commitPartitions(st partition.Store, ws []partition.Write) (func() error, error) {
+	if as, ok := st.(partition.AsyncStore); ok {
+		return as.CommitAsync(ws)
+	}
+	if err := st.Commit(ws); err != nil {
+		return nil, err
+	}
+	return func() error { return nil }, nil
 }
 
 // dataBytes is the payload of a batch's replication messages: keys and
@@ -299,35 +363,31 @@ func dataBytes(b *nodewire.Batch) uint64 {
 	return sum
 }
 
-// persistAcceptor makes a Ready's acceptor batches durable, in order. A
-// caspaxos.PipelineStore (bbolt, memory) takes them all before the first
-// is durable and merges them into as few commits as it can; other stores
-// apply them one at a time. Either way every batch is durable, and none
-// landed before an earlier one, when it returns.
-func persistAcceptor(st caspaxos.Store, batches []caspaxos.Batch) error {
+// submitAcceptor queues a Ready's acceptor batches, in order. A
+// caspaxos.PipelineStore (bbolt, memory) takes them all, and those of the
+// Readys after it, before the first is durable, and merges what queued into
+// as few commits as it can; the returned waits (one per batch, to be
+// called in order) return once each is durable, and none lands before an
+// earlier one. Other stores apply them one at a time, durably, here, and
+// return no waits. On an error the waits of the batches submitted before
+// it are still returned: the caller must call them.
+func submitAcceptor(st caspaxos.Store, batches []caspaxos.Batch) ([]func() error, error) {
 	p, ok := st.(caspaxos.PipelineStore)
-	if !ok || len(batches) == 1 {
+	if !ok {
 		for _, b := range batches {
 			if err := st.Apply(b); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		return nil
+		return nil, nil
 	}
 	waits := make([]func() error, 0, len(batches))
-	var err error
 	for _, b := range batches {
-		var wait func() error
-		if wait, err = p.Submit(b); err != nil {
-			break
+		wait, err := p.Submit(b)
+		if err != nil {
+			return waits, err
 		}
 		waits = append(waits, wait)
 	}
-	// Every wait is called (the store may hold resources until then).
-	for _, wait := range waits {
-		if werr := wait(); err == nil {
-			err = werr
-		}
-	}
-	return err
+	return waits, nil
 }
