@@ -46,6 +46,16 @@ type ProposerStats struct {
 	FastPath    uint64 // rounds that went straight to phase 2
 	Fenced      uint64 // rounds rejected for a stale age
 	Paced       uint64 // proposals whose first attempt waited for a rival (pacing.go)
+	// Forwarding (forward.go): Forwards sent to a leader (redirects
+	// included), ForwardsServed taken from other proposers (their
+	// proposals count at their origin, the rounds here), ForwardTimeouts
+	// unanswered, ForwardFallbacks proposals that proposed themselves after
+	// forwarding, ForwardRedirects forwards answered "not me".
+	Forwards         uint64
+	ForwardsServed   uint64
+	ForwardTimeouts  uint64
+	ForwardFallbacks uint64
+	ForwardRedirects uint64
 }
 
 type phase uint8
@@ -57,6 +67,7 @@ const (
 	phaseAccept
 	phaseRaiseAge
 	phaseErase
+	phaseForward // waiting for the leader the change was forwarded to
 )
 
 type requestKind uint8
@@ -86,6 +97,20 @@ type request struct {
 	// waited for a rival.
 	rivals []NodeID
 	paced  bool
+
+	// Forwarding (forward.go). origin: run for another proposer, which
+	// gets the answer. fwdSeq/fwdTo/fwdHops: the forward in flight;
+	// fellBack: proposes itself from now on; fwdUnknown: a forward of it
+	// may have been committed by its leader. batch: changes applied in
+	// this request's rounds after its own, batchOuts what each got.
+	origin     *fwdOrigin
+	fwdSeq     uint64
+	fwdTo      NodeID
+	fwdHops    uint8
+	fellBack   bool
+	fwdUnknown bool
+	batch      []*request
+	batchOuts  []batchOut
 }
 
 // keyState is everything the proposer tracks for one key.
@@ -110,8 +135,11 @@ type keyState struct {
 	// gets once it commits.
 	proposed Value
 	outErr   error
-	started  time.Duration // phase-2 start, for the EMA
-	maxSeen  Ballot
+	// srcBallot is the round whose computation proposed is (the running
+	// one, or the earlier round of this request a prepare found accepted).
+	srcBallot Ballot
+	started   time.Duration // phase-2 start, for the EMA
+	maxSeen   Ballot
 	// erase bookkeeping: the ballot at which the full identity pass put the tombstone.
 	eraseBallot Ballot
 
@@ -150,6 +178,11 @@ type Proposer struct {
 	backoff Backoff
 	pacer   *Pacer // nil with pacing off
 	flow    flow
+	// fwd holds leader hints with forwarding on (nil off); fwdOut the
+	// forwards to send, fwdSeq numbers them.
+	fwd    *forwardTable
+	fwdOut []Forward
+	fwdSeq uint64
 
 	keys   map[string]*keyState
 	active int
@@ -200,7 +233,12 @@ func NewProposer(cfg ProposerConfig, rng Rand) (*Proposer, error) {
 	if cfg.pacing() {
 		pacer = NewPacer(cfg.PaceMemory, cfg.MaxPacedKeys)
 	}
+	var fwd *forwardTable
+	if cfg.forwarding() {
+		fwd = newForwardTable(cfg.MaxForwardKeys)
+	}
 	return &Proposer{
+		fwd:     fwd,
 		guards:  guard.Or(cfg.Guards),
 		pacer:   pacer,
 		cfg:     cfg,
@@ -275,7 +313,9 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 			return fmt.Errorf("%w: key %q has %d waiting", ErrKeyBusy, key, len(ks.queue))
 		}
 		ks.queue = append(ks.queue, r)
-		p.stats.Proposals++
+		if r.origin == nil {
+			p.stats.Proposals++
+		}
 		return nil
 	}
 	if p.active >= p.cfg.MaxInFlight {
@@ -286,7 +326,9 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 		ks = &keyState{key: key}
 		p.keys[key] = ks
 	}
-	p.stats.Proposals++
+	if r.origin == nil {
+		p.stats.Proposals++
+	}
 	ks.cur = r
 	p.active++
 	p.begin(now, ks)
@@ -297,6 +339,10 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 // contended and turns are on, or for its place behind the rival it saw
 // last if pacing is on.
 func (p *Proposer) begin(now time.Duration, ks *keyState) {
+	if to, enc, ok := p.forwardTarget(now, ks, ks.cur); ok {
+		p.sendForward(now, ks, ks.cur, to, enc, 0)
+		return
+	}
 	if w := p.turnWait(now, ks); w > 0 {
 		ks.phase = phaseBackoff
 		p.setTimer(ks, now+w)
@@ -358,6 +404,7 @@ func (p *Proposer) startRound(now time.Duration, ks *keyState) {
 		return // waits for the window (flow.go)
 	}
 	r := ks.cur
+	p.absorbBatch(ks, r)
 	r.attempts++
 	p.stats.Rounds++
 	ks.cfg = p.quorum
@@ -419,7 +466,9 @@ func (p *Proposer) toAccept(now time.Duration, ks *keyState, cur Value) {
 		// A previous round of this request put this value at one of its
 		// own ballots: finish committing it rather than applying the change twice.
 		next = cur
+		ks.srcBallot = ks.best
 	} else {
+		ks.srcBallot = ks.ballot
 		var err error
 		next, err = r.change.Apply(cur)
 		if err != nil {
@@ -431,6 +480,7 @@ func (p *Proposer) toAccept(now time.Duration, ks *keyState, cur Value) {
 			p.finish(now, ks, cur, fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(next.Data), p.cfg.MaxValueBytes), false)
 			return
 		}
+		next = p.applyBatch(r, ks.ballot, next)
 	}
 	if next.Version != cur.Version {
 		r.mutatingBallots = append(r.mutatingBallots, ks.ballot)
@@ -492,6 +542,8 @@ func (p *Proposer) noteForeign(now time.Duration, ks *keyState, b Ballot) {
 	if !ks.foreignSeen || ks.foreignAt < at {
 		ks.foreignAt, ks.foreignSeen = at, true
 	}
+	p.noteActive(now, ks.key)
+	p.learnLeader(now, ks.key, b.Proposer)
 	// Ballot counters are milliseconds: a rival that reacted in the same
 	// millisecond as this request dates at or after its truncated start.
 	if r := ks.cur; r != nil && at >= r.start.Truncate(time.Millisecond) {
@@ -618,6 +670,8 @@ func (p *Proposer) onPrepareReply(now time.Duration, ks *keyState, from NodeID, 
 		return
 	}
 	p.flow.sample(now - ks.phaseAt)
+	// The last committer writes the key (forward.go).
+	p.learnLeader(now, ks.key, ks.best.Proposer)
 	p.toAccept(now, ks, ks.bestVal)
 }
 
@@ -741,6 +795,10 @@ func (p *Proposer) Tick(now time.Duration) {
 			p.startRound(now, ks)
 			continue
 		}
+		if ks.phase == phaseForward {
+			p.forwardTimedOut(now, ks)
+			continue
+		}
 		p.clearCache(ks)
 		p.stats.Timeouts++
 		p.guards.Fire(guard.ProposerTimeout)
@@ -785,35 +843,44 @@ func (p *Proposer) failRound(now time.Duration, ks *keyState, cause error, backo
 	p.setTimer(ks, now+d)
 }
 
-// finish reports the result of ks.cur and starts the next queued request.
+// finish reports the result of ks.cur (and of the changes batched in its
+// rounds) and starts the next queued request.
 func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, committed bool) {
 	if committed {
 		p.flow.committed()
 	}
 	p.roundEnded(now, ks)
 	r := ks.cur
-	res := Result{ID: r.id, Key: ks.key, Value: v, Err: err, Attempts: r.attempts, FastPath: ks.fast, Start: r.start, End: now}
-	if err != nil && len(r.mutatingBallots) > 0 && (errors.Is(err, ErrNoQuorum) || errors.Is(err, ErrVersionMismatch) || errors.Is(err, ErrExists)) {
-		// An earlier round sent a mutating accept that may have been
-		// chosen; a refusal now may be a refusal of our own write.
-		res.Err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
-		res.Value = Value{}
-	}
-	switch {
-	case committed:
-		p.stats.Commits++
-	case errors.Is(res.Err, ErrUnknownOutcome):
-		p.stats.Failures++
-		p.stats.Unknown++
-		p.guards.Fire(guard.ProposerUnknownOutcome)
-	default:
-		p.stats.Failures++
-		if errors.Is(res.Err, ErrNoQuorum) {
-			p.guards.Fire(guard.ProposerNoQuorum)
+	p.report(now, ks, r, v, err, committed)
+	var requeue []*request
+	for i, m := range r.batch {
+		switch {
+		case committed:
+			mv, merr, ok := r.batchResult(ks.srcBallot, i)
+			if !ok {
+				// Never: every committed value was computed by a round
+				// of r, which recorded its batch. Report the doubt.
+				m.fwdUnknown = true
+				mv, merr = Value{}, fmt.Errorf("%w: batch of round %v lost", ErrNoQuorum, ks.srcBallot)
+			}
+			p.report(now, ks, m, mv, merr, ok)
+		case len(r.mutatingBallots) > 0:
+			// The batch rode in accepts that may have been chosen.
+			m.mutatingBallots = r.mutatingBallots
+			p.report(now, ks, m, Value{}, err, false)
+		default:
+			requeue = append(requeue, m) // never sent: run again
 		}
 	}
-	p.results = append(p.results, res)
-	p.learnPace(now, ks, r)
+	r.batch, r.batchOuts = nil, nil
+	if len(requeue) > 0 {
+		// At most MaxQueuePerKey went into the batch, so the queue stays
+		// below twice its bound.
+		ks.queue = append(requeue, ks.queue...)
+	}
+	if r.origin == nil {
+		p.learnPace(now, ks, r)
+	}
 	ks.timerGen = 0 // no timer of this key is live any more
 	ks.phase = phaseIdle
 	ks.fast = false
@@ -830,6 +897,43 @@ func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, c
 	if !ks.cacheOK {
 		p.forget(ks)
 	}
+}
+
+// report hands r's outcome to its caller, or to the proposer it was
+// forwarded from.
+func (p *Proposer) report(now time.Duration, ks *keyState, r *request, v Value, err error, committed bool) {
+	res := Result{ID: r.id, Key: ks.key, Value: v, Err: err, Attempts: r.attempts, FastPath: ks.fast, Start: r.start, End: now}
+	if err != nil && (len(r.mutatingBallots) > 0 || r.fwdUnknown) && (errors.Is(err, ErrNoQuorum) || errors.Is(err, ErrVersionMismatch) || errors.Is(err, ErrExists)) {
+		// An earlier round sent a mutating accept (or a forward) that may
+		// have been chosen; a refusal now may be a refusal of our own write.
+		res.Err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		res.Value = Value{}
+	}
+	if o := r.origin; o != nil {
+		st := ForwardOK
+		switch {
+		case committed && res.Err != nil:
+			st = ForwardRefused
+		case !committed:
+			st = ForwardFailed
+		}
+		p.replyForward(o.from, ks.key, o.seq, st, res.Value, p.cfg.ID, errors.Is(res.Err, ErrUnknownOutcome))
+		return
+	}
+	switch {
+	case committed:
+		p.stats.Commits++
+	case errors.Is(res.Err, ErrUnknownOutcome):
+		p.stats.Failures++
+		p.stats.Unknown++
+		p.guards.Fire(guard.ProposerUnknownOutcome)
+	default:
+		p.stats.Failures++
+		if errors.Is(res.Err, ErrNoQuorum) {
+			p.guards.Fire(guard.ProposerNoQuorum)
+		}
+	}
+	p.results = append(p.results, res)
 }
 
 // forget drops the state of idle key ks, folding the ballots it sent into
@@ -904,7 +1008,7 @@ func (p *Proposer) outboxFor(id NodeID) *outbox {
 func (p *Proposer) HasReady() bool {
 	// queued, not a scan of the outboxes: drivers ask after every event,
 	// and ranging over the map cost a tenth of a drill's register work.
-	return len(p.results) > 0 || p.queued
+	return len(p.results) > 0 || p.queued || len(p.fwdOut) > 0
 }
 
 // Ready returns the messages to send (at most MaxBatchItems items each,
@@ -950,6 +1054,8 @@ func phaseName(ph phase) string {
 		return "erase"
 	case phaseBackoff:
 		return "backoff"
+	case phaseForward:
+		return "forward"
 	}
 	return "idle"
 }

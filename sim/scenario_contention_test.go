@@ -249,22 +249,24 @@ func TestContentionTurns(t *testing.T) {
 				assert.Equal(t, m["latency_p99_ms_adaptive"], m["latency_p99_ms_turns"])
 				return
 			}
-			assert.Positive(t, m["naks_adaptive"])
-			assert.Less(t, m["naks_turns"]*10, m["naks_adaptive"], "turns remove at least nine tenths of the NAKs")
+			// Against no backoff: adaptive forwards to the key's leader
+			// since session 9 and has fewer NAKs than turns.
+			assert.Positive(t, m["naks_none"])
+			assert.Less(t, m["naks_turns"]*10, m["naks_none"], "turns remove at least nine tenths of the NAKs")
 		})
 	}
 }
 
 // TestContentionAdaptiveTargets holds the adaptive backoff (with its
-// pacing of first attempts) to issue 18's targets, counted, not timed:
-// the simulator is deterministic, so these are the same numbers on every
-// machine. In the burst shape, where the 9 proposers write at the same
-// instant every 30 s, adaptive must make no NAK at all after the warm-up
-// (≤ 0.0028% of about 950 rounds is zero), give up no proposal, commit at
-// least as much as the exponential backoff, and keep its p99 within 1.5x
-// of no backoff's. In the steady shape (independent heartbeats) the
-// collisions are coincidences no backoff can foresee (docs/BENCHMARKS.md),
-// so only the cost side is held: goodput and p99. Seeds 3, 23 and 29 had
+// pacing of first attempts and, since session 9, forwarding to the key's
+// leader) to issue 18's targets, counted, not timed: the simulator is
+// deterministic, so these are the same numbers on every machine. In both
+// shapes (the burst, where the 9 proposers write at the same instant every
+// 30 s, and the steady independent heartbeats, whose collisions no delay
+// can foresee but forwarding avoids) adaptive must make no NAK at all
+// after the warm-up (≤ 0.0028% of about 950 rounds is zero), give up no
+// proposal, commit at least as much as the exponential backoff, and keep
+// its p99 within 1.5x of no backoff's. Seeds 3, 23 and 29 had
 // 3, 6 and 10 NAKs after the warm-up before session 8's two pacing rules
 // (a paced miss keeps the pace, the delay is capped by the chain; see
 // BENCHMARKS.md): seed 29's began with a slow round cut off by its
@@ -288,11 +290,9 @@ func TestContentionAdaptiveTargets(t *testing.T) {
 				assert.GreaterOrEqual(t, ad["goodput_per_second"], exp["goodput_per_second"], "goodput at least exponential's")
 				assert.LessOrEqual(t, ad["latency_p99_ms"], 1.5*none["latency_p99_ms"], "p99 within 1.5x of no backoff's")
 				assert.Zero(t, ad["failures"], "no proposal given up")
-				if !burst {
-					return
-				}
-				assert.Positive(t, none["naks_warm"], "the burst is contended")
-				assert.Positive(t, ad["paced_proposals"], "adaptive paced first attempts")
+				assert.Positive(t, none["naks_warm"], "the key is contended")
+				assert.Positive(t, ad["forwards"], "adaptive forwarded")
+				assert.Zero(t, ad["forward_timeouts"], "no forward lost without faults")
 				assert.Positive(t, ad["rounds_warm"])
 				assert.Zero(t, ad["naks_warm"], "no conflict after the warm-up (rounds %v)", ad["rounds_warm"])
 			})
