@@ -37,9 +37,14 @@ type ProposerStats struct {
 	Failures  uint64 // proposals that gave up
 	Unknown   uint64 // of the failures, those whose outcome is unknown
 	Rounds    uint64 // attempts started
-	NAKs      uint64 // rounds ended by a conflicting ballot
-	FirstNAKs uint64 // of the NAKs, those that ended a proposal's first round
-	Timeouts  uint64 // rounds ended by a phase timeout
+	// FirstRounds counts the rounds that were a request's first attempt.
+	// With forwarding a round carries a batch of proposals (and a served
+	// forward is no proposal here), so Rounds - Proposals no longer counts
+	// the retries; Rounds - FirstRounds does.
+	FirstRounds uint64
+	NAKs        uint64 // rounds ended by a conflicting ballot
+	FirstNAKs   uint64 // of the NAKs, those that ended a proposal's first round
+	Timeouts    uint64 // rounds ended by a phase timeout
 	// WindowWaits counts rounds that waited for the window of rounds in
 	// flight (flow.go).
 	WindowWaits uint64
@@ -348,7 +353,10 @@ func (p *Proposer) begin(now time.Duration, ks *keyState) {
 		p.setTimer(ks, now+w)
 		return
 	}
-	if ks.cur.kind == kindChange {
+	// A change forwarded here is not paced: its forwarder already gave up
+	// its own place, and a pace (up to n+1 gaps) can outlast its forward
+	// timeout, which would make it propose itself as well (forward.go).
+	if ks.cur.kind == kindChange && ks.cur.origin == nil {
 		if w := p.pacer.Wait(now, ks.key); w > 0 {
 			p.stats.Paced++
 			ks.cur.paced = true
@@ -407,6 +415,9 @@ func (p *Proposer) startRound(now time.Duration, ks *keyState) {
 	p.absorbBatch(ks, r)
 	r.attempts++
 	p.stats.Rounds++
+	if r.attempts == 1 {
+		p.stats.FirstRounds++
+	}
 	ks.cfg = p.quorum
 	ks.acks = ks.acks[:0]
 	ks.rejects = ks.rejects[:0]
@@ -851,6 +862,11 @@ func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, c
 	}
 	p.roundEnded(now, ks)
 	r := ks.cur
+	if committed && len(r.batch) > 0 {
+		if head, ok := r.batchHead(ks.srcBallot); ok {
+			v = head
+		}
+	}
 	p.report(now, ks, r, v, err, committed)
 	var requeue []*request
 	for i, m := range r.batch {

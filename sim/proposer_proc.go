@@ -142,6 +142,7 @@ func add(t *caspaxos.ProposerStats, s caspaxos.ProposerStats) {
 	t.Rounds += s.Rounds
 	t.NAKs += s.NAKs
 	t.FirstNAKs += s.FirstNAKs
+	t.FirstRounds += s.FirstRounds
 	t.Paced += s.Paced
 	t.Forwards += s.Forwards
 	t.ForwardsServed += s.ForwardsServed

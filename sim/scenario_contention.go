@@ -210,11 +210,20 @@ func conflictMetrics(m map[string]float64, s, warm caspaxos.ProposerStats) {
 	if s.Proposals > 0 {
 		m["conflict_rate_first"] = float64(s.FirstNAKs) / float64(s.Proposals)
 	}
-	if s.Rounds > s.Proposals {
-		m["conflict_rate_retry"] = float64(s.NAKs-s.FirstNAKs) / float64(s.Rounds-s.Proposals)
+	// Retries are the rounds that were not a request's first: with
+	// forwarding a round carries a batch, so Rounds - Proposals can be
+	// negative.
+	m["first_rounds"] = float64(s.FirstRounds)
+	if s.Rounds > s.FirstRounds {
+		m["conflict_rate_retry"] = float64(s.NAKs-s.FirstNAKs) / float64(s.Rounds-s.FirstRounds)
 	}
 	m["rounds_warm"] = float64(end.Rounds - warm.Rounds)
 	m["naks_warm"] = float64(end.NAKs - warm.NAKs)
+	// Proposals after the warm-up: with forwarding several share a round,
+	// so a NAK-free count of rounds bounds the per-proposal rate lower.
+	m["proposals_warm"] = float64(end.Proposals - warm.Proposals)
+	m["failures_warm"] = float64(end.Failures - warm.Failures)
+	m["forward_timeouts_warm"] = float64(end.ForwardTimeouts - warm.ForwardTimeouts)
 	if end.Rounds > warm.Rounds {
 		m["conflict_rate_warm"] = float64(end.NAKs-warm.NAKs) / float64(end.Rounds-warm.Rounds)
 	}
