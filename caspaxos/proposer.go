@@ -37,15 +37,30 @@ type ProposerStats struct {
 	Failures  uint64 // proposals that gave up
 	Unknown   uint64 // of the failures, those whose outcome is unknown
 	Rounds    uint64 // attempts started
-	NAKs      uint64 // rounds ended by a conflicting ballot
-	FirstNAKs uint64 // of the NAKs, those that ended a proposal's first round
-	Timeouts  uint64 // rounds ended by a phase timeout
+	// FirstRounds counts the rounds that were a request's first attempt.
+	// With forwarding a round carries a batch of proposals (and a served
+	// forward is no proposal here), so Rounds - Proposals no longer counts
+	// the retries; Rounds - FirstRounds does.
+	FirstRounds uint64
+	NAKs        uint64 // rounds ended by a conflicting ballot
+	FirstNAKs   uint64 // of the NAKs, those that ended a proposal's first round
+	Timeouts    uint64 // rounds ended by a phase timeout
 	// WindowWaits counts rounds that waited for the window of rounds in
 	// flight (flow.go).
 	WindowWaits uint64
 	FastPath    uint64 // rounds that went straight to phase 2
 	Fenced      uint64 // rounds rejected for a stale age
 	Paced       uint64 // proposals whose first attempt waited for a rival (pacing.go)
+	// Forwarding (forward.go): Forwards sent to a leader (redirects
+	// included), ForwardsServed taken from other proposers (their
+	// proposals count at their origin, the rounds here), ForwardTimeouts
+	// unanswered, ForwardFallbacks proposals that proposed themselves after
+	// forwarding, ForwardRedirects forwards answered "not me".
+	Forwards         uint64
+	ForwardsServed   uint64
+	ForwardTimeouts  uint64
+	ForwardFallbacks uint64
+	ForwardRedirects uint64
 }
 
 type phase uint8
@@ -57,6 +72,7 @@ const (
 	phaseAccept
 	phaseRaiseAge
 	phaseErase
+	phaseForward // waiting for the leader the change was forwarded to
 )
 
 type requestKind uint8
@@ -86,6 +102,20 @@ type request struct {
 	// waited for a rival.
 	rivals []NodeID
 	paced  bool
+
+	// Forwarding (forward.go). origin: run for another proposer, which
+	// gets the answer. fwdSeq/fwdTo/fwdHops: the forward in flight;
+	// fellBack: proposes itself from now on; fwdUnknown: a forward of it
+	// may have been committed by its leader. batch: changes applied in
+	// this request's rounds after its own, batchOuts what each got.
+	origin     *fwdOrigin
+	fwdSeq     uint64
+	fwdTo      NodeID
+	fwdHops    uint8
+	fellBack   bool
+	fwdUnknown bool
+	batch      []*request
+	batchOuts  []batchOut
 }
 
 // keyState is everything the proposer tracks for one key.
@@ -110,8 +140,11 @@ type keyState struct {
 	// gets once it commits.
 	proposed Value
 	outErr   error
-	started  time.Duration // phase-2 start, for the EMA
-	maxSeen  Ballot
+	// srcBallot is the round whose computation proposed is (the running
+	// one, or the earlier round of this request a prepare found accepted).
+	srcBallot Ballot
+	started   time.Duration // phase-2 start, for the EMA
+	maxSeen   Ballot
 	// erase bookkeeping: the ballot at which the full identity pass put the tombstone.
 	eraseBallot Ballot
 
@@ -150,6 +183,11 @@ type Proposer struct {
 	backoff Backoff
 	pacer   *Pacer // nil with pacing off
 	flow    flow
+	// fwd holds leader hints with forwarding on (nil off); fwdOut the
+	// forwards to send, fwdSeq numbers them.
+	fwd    *forwardTable
+	fwdOut []Forward
+	fwdSeq uint64
 
 	keys   map[string]*keyState
 	active int
@@ -200,7 +238,12 @@ func NewProposer(cfg ProposerConfig, rng Rand) (*Proposer, error) {
 	if cfg.pacing() {
 		pacer = NewPacer(cfg.PaceMemory, cfg.MaxPacedKeys)
 	}
+	var fwd *forwardTable
+	if cfg.forwarding() {
+		fwd = newForwardTable(cfg.MaxForwardKeys)
+	}
 	return &Proposer{
+		fwd:     fwd,
 		guards:  guard.Or(cfg.Guards),
 		pacer:   pacer,
 		cfg:     cfg,
@@ -275,7 +318,9 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 			return fmt.Errorf("%w: key %q has %d waiting", ErrKeyBusy, key, len(ks.queue))
 		}
 		ks.queue = append(ks.queue, r)
-		p.stats.Proposals++
+		if r.origin == nil {
+			p.stats.Proposals++
+		}
 		return nil
 	}
 	if p.active >= p.cfg.MaxInFlight {
@@ -286,7 +331,9 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 		ks = &keyState{key: key}
 		p.keys[key] = ks
 	}
-	p.stats.Proposals++
+	if r.origin == nil {
+		p.stats.Proposals++
+	}
 	ks.cur = r
 	p.active++
 	p.begin(now, ks)
@@ -297,12 +344,19 @@ func (p *Proposer) enqueue(now time.Duration, key string, r *request) error {
 // contended and turns are on, or for its place behind the rival it saw
 // last if pacing is on.
 func (p *Proposer) begin(now time.Duration, ks *keyState) {
+	if to, enc, ok := p.forwardTarget(now, ks, ks.cur); ok {
+		p.sendForward(now, ks, ks.cur, to, enc, 0)
+		return
+	}
 	if w := p.turnWait(now, ks); w > 0 {
 		ks.phase = phaseBackoff
 		p.setTimer(ks, now+w)
 		return
 	}
-	if ks.cur.kind == kindChange {
+	// A change forwarded here is not paced: its forwarder already gave up
+	// its own place, and a pace (up to n+1 gaps) can outlast its forward
+	// timeout, which would make it propose itself as well (forward.go).
+	if ks.cur.kind == kindChange && ks.cur.origin == nil {
 		if w := p.pacer.Wait(now, ks.key); w > 0 {
 			p.stats.Paced++
 			ks.cur.paced = true
@@ -358,8 +412,12 @@ func (p *Proposer) startRound(now time.Duration, ks *keyState) {
 		return // waits for the window (flow.go)
 	}
 	r := ks.cur
+	p.absorbBatch(ks, r)
 	r.attempts++
 	p.stats.Rounds++
+	if r.attempts == 1 {
+		p.stats.FirstRounds++
+	}
 	ks.cfg = p.quorum
 	ks.acks = ks.acks[:0]
 	ks.rejects = ks.rejects[:0]
@@ -419,7 +477,9 @@ func (p *Proposer) toAccept(now time.Duration, ks *keyState, cur Value) {
 		// A previous round of this request put this value at one of its
 		// own ballots: finish committing it rather than applying the change twice.
 		next = cur
+		ks.srcBallot = ks.best
 	} else {
+		ks.srcBallot = ks.ballot
 		var err error
 		next, err = r.change.Apply(cur)
 		if err != nil {
@@ -431,6 +491,7 @@ func (p *Proposer) toAccept(now time.Duration, ks *keyState, cur Value) {
 			p.finish(now, ks, cur, fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(next.Data), p.cfg.MaxValueBytes), false)
 			return
 		}
+		next = p.applyBatch(r, ks.ballot, next)
 	}
 	if next.Version != cur.Version {
 		r.mutatingBallots = append(r.mutatingBallots, ks.ballot)
@@ -492,6 +553,8 @@ func (p *Proposer) noteForeign(now time.Duration, ks *keyState, b Ballot) {
 	if !ks.foreignSeen || ks.foreignAt < at {
 		ks.foreignAt, ks.foreignSeen = at, true
 	}
+	p.noteActive(now, ks.key)
+	p.learnLeader(now, ks.key, b.Proposer)
 	// Ballot counters are milliseconds: a rival that reacted in the same
 	// millisecond as this request dates at or after its truncated start.
 	if r := ks.cur; r != nil && at >= r.start.Truncate(time.Millisecond) {
@@ -618,6 +681,8 @@ func (p *Proposer) onPrepareReply(now time.Duration, ks *keyState, from NodeID, 
 		return
 	}
 	p.flow.sample(now - ks.phaseAt)
+	// The last committer writes the key (forward.go).
+	p.learnLeader(now, ks.key, ks.best.Proposer)
 	p.toAccept(now, ks, ks.bestVal)
 }
 
@@ -741,6 +806,10 @@ func (p *Proposer) Tick(now time.Duration) {
 			p.startRound(now, ks)
 			continue
 		}
+		if ks.phase == phaseForward {
+			p.forwardTimedOut(now, ks)
+			continue
+		}
 		p.clearCache(ks)
 		p.stats.Timeouts++
 		p.guards.Fire(guard.ProposerTimeout)
@@ -785,35 +854,49 @@ func (p *Proposer) failRound(now time.Duration, ks *keyState, cause error, backo
 	p.setTimer(ks, now+d)
 }
 
-// finish reports the result of ks.cur and starts the next queued request.
+// finish reports the result of ks.cur (and of the changes batched in its
+// rounds) and starts the next queued request.
 func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, committed bool) {
 	if committed {
 		p.flow.committed()
 	}
 	p.roundEnded(now, ks)
 	r := ks.cur
-	res := Result{ID: r.id, Key: ks.key, Value: v, Err: err, Attempts: r.attempts, FastPath: ks.fast, Start: r.start, End: now}
-	if err != nil && len(r.mutatingBallots) > 0 && (errors.Is(err, ErrNoQuorum) || errors.Is(err, ErrVersionMismatch) || errors.Is(err, ErrExists)) {
-		// An earlier round sent a mutating accept that may have been
-		// chosen; a refusal now may be a refusal of our own write.
-		res.Err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
-		res.Value = Value{}
-	}
-	switch {
-	case committed:
-		p.stats.Commits++
-	case errors.Is(res.Err, ErrUnknownOutcome):
-		p.stats.Failures++
-		p.stats.Unknown++
-		p.guards.Fire(guard.ProposerUnknownOutcome)
-	default:
-		p.stats.Failures++
-		if errors.Is(res.Err, ErrNoQuorum) {
-			p.guards.Fire(guard.ProposerNoQuorum)
+	if committed && len(r.batch) > 0 {
+		if head, ok := r.batchHead(ks.srcBallot); ok {
+			v = head
 		}
 	}
-	p.results = append(p.results, res)
-	p.learnPace(now, ks, r)
+	p.report(now, ks, r, v, err, committed)
+	var requeue []*request
+	for i, m := range r.batch {
+		switch {
+		case committed:
+			mv, merr, ok := r.batchResult(ks.srcBallot, i)
+			if !ok {
+				// Never: every committed value was computed by a round
+				// of r, which recorded its batch. Report the doubt.
+				m.fwdUnknown = true
+				mv, merr = Value{}, fmt.Errorf("%w: batch of round %v lost", ErrNoQuorum, ks.srcBallot)
+			}
+			p.report(now, ks, m, mv, merr, ok)
+		case len(r.mutatingBallots) > 0:
+			// The batch rode in accepts that may have been chosen.
+			m.mutatingBallots = r.mutatingBallots
+			p.report(now, ks, m, Value{}, err, false)
+		default:
+			requeue = append(requeue, m) // never sent: run again
+		}
+	}
+	r.batch, r.batchOuts = nil, nil
+	if len(requeue) > 0 {
+		// At most MaxQueuePerKey went into the batch, so the queue stays
+		// below twice its bound.
+		ks.queue = append(requeue, ks.queue...)
+	}
+	if r.origin == nil {
+		p.learnPace(now, ks, r)
+	}
 	ks.timerGen = 0 // no timer of this key is live any more
 	ks.phase = phaseIdle
 	ks.fast = false
@@ -830,6 +913,43 @@ func (p *Proposer) finish(now time.Duration, ks *keyState, v Value, err error, c
 	if !ks.cacheOK {
 		p.forget(ks)
 	}
+}
+
+// report hands r's outcome to its caller, or to the proposer it was
+// forwarded from.
+func (p *Proposer) report(now time.Duration, ks *keyState, r *request, v Value, err error, committed bool) {
+	res := Result{ID: r.id, Key: ks.key, Value: v, Err: err, Attempts: r.attempts, FastPath: ks.fast, Start: r.start, End: now}
+	if err != nil && (len(r.mutatingBallots) > 0 || r.fwdUnknown) && (errors.Is(err, ErrNoQuorum) || errors.Is(err, ErrVersionMismatch) || errors.Is(err, ErrExists)) {
+		// An earlier round sent a mutating accept (or a forward) that may
+		// have been chosen; a refusal now may be a refusal of our own write.
+		res.Err = fmt.Errorf("%w: %w", ErrUnknownOutcome, err)
+		res.Value = Value{}
+	}
+	if o := r.origin; o != nil {
+		st := ForwardOK
+		switch {
+		case committed && res.Err != nil:
+			st = ForwardRefused
+		case !committed:
+			st = ForwardFailed
+		}
+		p.replyForward(o.from, ks.key, o.seq, st, res.Value, p.cfg.ID, errors.Is(res.Err, ErrUnknownOutcome))
+		return
+	}
+	switch {
+	case committed:
+		p.stats.Commits++
+	case errors.Is(res.Err, ErrUnknownOutcome):
+		p.stats.Failures++
+		p.stats.Unknown++
+		p.guards.Fire(guard.ProposerUnknownOutcome)
+	default:
+		p.stats.Failures++
+		if errors.Is(res.Err, ErrNoQuorum) {
+			p.guards.Fire(guard.ProposerNoQuorum)
+		}
+	}
+	p.results = append(p.results, res)
 }
 
 // forget drops the state of idle key ks, folding the ballots it sent into
@@ -904,7 +1024,7 @@ func (p *Proposer) outboxFor(id NodeID) *outbox {
 func (p *Proposer) HasReady() bool {
 	// queued, not a scan of the outboxes: drivers ask after every event,
 	// and ranging over the map cost a tenth of a drill's register work.
-	return len(p.results) > 0 || p.queued
+	return len(p.results) > 0 || p.queued || len(p.fwdOut) > 0
 }
 
 // Ready returns the messages to send (at most MaxBatchItems items each,
@@ -950,6 +1070,8 @@ func phaseName(ph phase) string {
 		return "erase"
 	case phaseBackoff:
 		return "backoff"
+	case phaseForward:
+		return "forward"
 	}
 	return "idle"
 }

@@ -77,6 +77,24 @@ type ProposerConfig struct {
 	// MaxPacedKeys bounds the keys with a remembered pace.
 	MaxPacedKeys int
 
+	// Forward, with the adaptive backoff (and turns off), serialises a
+	// shared key's writers before they send (forward.go): a proposer that
+	// saw another proposer on the key within ForwardMemory sends its
+	// change, if it is a ForwardableChange, to the key's leader (the last
+	// committer it saw) instead of proposing it, and proposes it itself
+	// only if the leader does not answer within max(ForwardTimeoutMin,
+	// 8 * (EMA + sigma)) or cannot take it. ChangeCodec decodes the
+	// changes others forward. The driver must carry Forward messages
+	// (ReadyForwards, StepForward). Off by default.
+	Forward           bool
+	ChangeCodec       ChangeCodec
+	ForwardMemory     time.Duration
+	ForwardTimeoutMin time.Duration
+	// MaxForwardKeys bounds the keys with a leader hint; MaxForwardHops
+	// the redirects ("not me, try X") one forward follows.
+	MaxForwardKeys int
+	MaxForwardHops int
+
 	// MaxInFlight bounds the keys with an active proposal.
 	MaxInFlight int
 	// MaxQueuePerKey bounds proposals waiting behind the active one of a key.
@@ -115,6 +133,11 @@ const (
 	DefaultPaceMemory     = 2 * time.Minute
 	DefaultPaceGapMin     = 115 * time.Millisecond
 	DefaultMaxPacedKeys   = 65536
+	// Forwarding defaults (off unless Forward is set).
+	DefaultForwardMemory     = 2 * time.Minute
+	DefaultForwardTimeoutMin = 500 * time.Millisecond
+	DefaultMaxForwardKeys    = 65536
+	DefaultMaxForwardHops    = 2
 	// MaxTurns bounds the turn cycle.
 	MaxTurns = 1024
 )
@@ -143,6 +166,11 @@ func DefaultProposerConfig(id NodeID, q quorum.Config) ProposerConfig {
 		PaceMemory:     DefaultPaceMemory,
 		PaceGapMin:     DefaultPaceGapMin,
 		MaxPacedKeys:   DefaultMaxPacedKeys,
+
+		ForwardMemory:     DefaultForwardMemory,
+		ForwardTimeoutMin: DefaultForwardTimeoutMin,
+		MaxForwardKeys:    DefaultMaxForwardKeys,
+		MaxForwardHops:    DefaultMaxForwardHops,
 	}
 }
 
@@ -191,6 +219,16 @@ func (c ProposerConfig) Validate() error {
 		return configErr("PaceGapMin", "must be positive with pacing on, got %v", c.PaceGapMin)
 	case c.pacing() && c.MaxPacedKeys < 1:
 		return configErr("MaxPacedKeys", "must be at least 1 with pacing on, got %d", c.MaxPacedKeys)
+	case c.forwarding() && c.ChangeCodec == nil:
+		return configErr("ChangeCodec", "must be set with Forward on")
+	case c.forwarding() && c.ForwardMemory <= 0:
+		return configErr("ForwardMemory", "must be positive with Forward on, got %v", c.ForwardMemory)
+	case c.forwarding() && c.ForwardTimeoutMin <= 0:
+		return configErr("ForwardTimeoutMin", "must be positive with Forward on, got %v", c.ForwardTimeoutMin)
+	case c.forwarding() && c.MaxForwardKeys < 1:
+		return configErr("MaxForwardKeys", "must be at least 1 with Forward on, got %d", c.MaxForwardKeys)
+	case c.MaxForwardHops < 0 || c.MaxForwardHops > 8:
+		return configErr("MaxForwardHops", "must be in [0, 8], got %d", c.MaxForwardHops)
 	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValueBytes:
 		return configErr("MaxValueBytes", "must be in [1, %d], got %d", MaxValueBytes, c.MaxValueBytes)
 	}
@@ -204,4 +242,10 @@ func (c ProposerConfig) Validate() error {
 // PaceMemory set, and no turns (turns order contending proposers already).
 func (c ProposerConfig) pacing() bool {
 	return c.Backoff == BackoffAdaptive && c.PaceMemory > 0 && c.Turns == 0
+}
+
+// forwarding reports whether changes are forwarded to a key's leader:
+// Forward set, adaptive backoff, no turns (forward.go).
+func (c ProposerConfig) forwarding() bool {
+	return c.Forward && c.Backoff == BackoffAdaptive && c.Turns == 0
 }

@@ -53,7 +53,8 @@ type Cluster struct {
 	w    *World
 	cfg  ClusterConfig
 	net  *Network[caspaxos.Message]
-	acc  []*acceptorProc // index id-1
+	fnet *Network[caspaxos.Forward] // proposer to proposer (cluster_forward.go)
+	acc  []*acceptorProc            // index id-1
 	prop []*proposerProc
 	byID map[caspaxos.NodeID]*proposerProc
 
@@ -97,6 +98,7 @@ func newCluster(w *World, cfg ClusterConfig, viol *violations) (*Cluster, error)
 		return nil, fmt.Errorf("%w: members %v: %w", ErrClusterConfig, members, err)
 	}
 	c.net = NewNetwork[caspaxos.Message](w, c, cfg.MaxInFlight, summarizeMessage)
+	c.fnet = NewNetwork[caspaxos.Forward](w, forwardReceiver{c}, cfg.MaxInFlight, summarizeForward)
 	for i := 0; i < cfg.Acceptors; i++ {
 		a := &acceptorProc{c: c, id: caspaxos.NodeID(i + 1), node: int32(i), disk: NewDisk()}
 		if err := a.boot(); err != nil {
@@ -185,7 +187,7 @@ func (c *Cluster) fsyncDelay() time.Duration {
 // Quiet reports that nothing is in flight: no message on the wire and no
 // fsync pending. The liveness phase waits for it before comparing replicas.
 func (c *Cluster) Quiet() bool {
-	if c.net.InFlight() > 0 {
+	if c.net.InFlight() > 0 || c.fnet.InFlight() > 0 {
 		return false
 	}
 	for _, a := range c.acc {

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"encoding/binary"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -53,13 +55,55 @@ func applyBeat(data string, slots, slot int, n uint64) (string, bool) {
 	return formatSlots(s), true
 }
 
-// beatChange is the core change function of a beat.
+// beatChange is the core change function of a beat. It is forwardable
+// (caspaxos.ForwardableChange): a beat is idempotent, so a forwarded beat
+// applied by its leader and again by its fallback changes the table once.
 func beatChange(slots, slot int, n uint64) caspaxos.Change {
-	return caspaxos.ChangeFunc(func(cur caspaxos.Value) (caspaxos.Value, error) {
-		next, changed := applyBeat(string(cur.Data), slots, slot, n)
-		if !changed {
-			return cur, nil
+	return beat{slots: slots, slot: slot, n: n}
+}
+
+type beat struct {
+	slots, slot int
+	n           uint64
+}
+
+func (b beat) Apply(cur caspaxos.Value) (caspaxos.Value, error) {
+	next, changed := applyBeat(string(cur.Data), b.slots, b.slot, b.n)
+	if !changed {
+		return cur, nil
+	}
+	return cur.Next([]byte(next)), nil
+}
+
+func (beat) Mutates() bool { return true }
+
+// EncodeChange is 'B' then slots, slot and n as uvarints.
+func (b beat) EncodeChange() []byte {
+	out := []byte{'B'}
+	out = binary.AppendUvarint(out, uint64(b.slots))
+	out = binary.AppendUvarint(out, uint64(b.slot))
+	return binary.AppendUvarint(out, b.n)
+}
+
+// changeCodec decodes the changes the simulator's proposers forward:
+// beats, and the built-in CAS.
+type changeCodec struct{}
+
+func (changeCodec) DecodeChange(b []byte) (caspaxos.Change, error) {
+	if len(b) == 0 || b[0] != 'B' {
+		return caspaxos.BuiltinCodec{}.DecodeChange(b)
+	}
+	var f [3]uint64
+	rest := b[1:]
+	for i := range f {
+		v, n := binary.Uvarint(rest)
+		if n <= 0 {
+			return nil, fmt.Errorf("sim: forwarded beat field %d: %w", i, caspaxos.ErrCorrupt)
 		}
-		return cur.Next([]byte(next)), nil
-	})
+		f[i], rest = v, rest[n:]
+	}
+	if f[0] == 0 || f[0] > MaxProposers || f[1] >= f[0] {
+		return nil, fmt.Errorf("sim: forwarded beat slot %d of %d: %w", f[1], f[0], caspaxos.ErrCorrupt)
+	}
+	return beat{slots: int(f[0]), slot: int(f[1]), n: f[2]}, nil
 }

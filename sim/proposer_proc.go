@@ -104,6 +104,9 @@ func (pp *proposerProc) flush() {
 	for _, m := range msgs {
 		pp.c.send(pp.node, m)
 	}
+	for _, f := range pp.p.ReadyForwards() {
+		pp.c.sendForward(pp.node, f)
+	}
 	for _, r := range results {
 		op, ok := pp.pending[r.ID]
 		if !ok {
@@ -139,7 +142,13 @@ func add(t *caspaxos.ProposerStats, s caspaxos.ProposerStats) {
 	t.Rounds += s.Rounds
 	t.NAKs += s.NAKs
 	t.FirstNAKs += s.FirstNAKs
+	t.FirstRounds += s.FirstRounds
 	t.Paced += s.Paced
+	t.Forwards += s.Forwards
+	t.ForwardsServed += s.ForwardsServed
+	t.ForwardTimeouts += s.ForwardTimeouts
+	t.ForwardFallbacks += s.ForwardFallbacks
+	t.ForwardRedirects += s.ForwardRedirects
 	t.Timeouts += s.Timeouts
 	t.FastPath += s.FastPath
 	t.Fenced += s.Fenced

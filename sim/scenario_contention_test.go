@@ -249,22 +249,24 @@ func TestContentionTurns(t *testing.T) {
 				assert.Equal(t, m["latency_p99_ms_adaptive"], m["latency_p99_ms_turns"])
 				return
 			}
-			assert.Positive(t, m["naks_adaptive"])
-			assert.Less(t, m["naks_turns"]*10, m["naks_adaptive"], "turns remove at least nine tenths of the NAKs")
+			// Against no backoff: adaptive forwards to the key's leader
+			// since session 9 and has fewer NAKs than turns.
+			assert.Positive(t, m["naks_none"])
+			assert.Less(t, m["naks_turns"]*10, m["naks_none"], "turns remove at least nine tenths of the NAKs")
 		})
 	}
 }
 
 // TestContentionAdaptiveTargets holds the adaptive backoff (with its
-// pacing of first attempts) to issue 18's targets, counted, not timed:
-// the simulator is deterministic, so these are the same numbers on every
-// machine. In the burst shape, where the 9 proposers write at the same
-// instant every 30 s, adaptive must make no NAK at all after the warm-up
-// (≤ 0.0028% of about 950 rounds is zero), give up no proposal, commit at
-// least as much as the exponential backoff, and keep its p99 within 1.5x
-// of no backoff's. In the steady shape (independent heartbeats) the
-// collisions are coincidences no backoff can foresee (docs/BENCHMARKS.md),
-// so only the cost side is held: goodput and p99. Seeds 3, 23 and 29 had
+// pacing of first attempts and, since session 9, forwarding to the key's
+// leader) to issue 18's targets, counted, not timed: the simulator is
+// deterministic, so these are the same numbers on every machine. In both
+// shapes (the burst, where the 9 proposers write at the same instant every
+// 30 s, and the steady independent heartbeats, whose collisions no delay
+// can foresee but forwarding avoids) adaptive must make no NAK at all
+// after the warm-up (≤ 0.0028% of about 950 rounds is zero), give up no
+// proposal, commit at least as much as the exponential backoff, and keep
+// its p99 within 1.5x of no backoff's. Seeds 3, 23 and 29 had
 // 3, 6 and 10 NAKs after the warm-up before session 8's two pacing rules
 // (a paced miss keeps the pace, the delay is capped by the chain; see
 // BENCHMARKS.md): seed 29's began with a slow round cut off by its
@@ -288,11 +290,9 @@ func TestContentionAdaptiveTargets(t *testing.T) {
 				assert.GreaterOrEqual(t, ad["goodput_per_second"], exp["goodput_per_second"], "goodput at least exponential's")
 				assert.LessOrEqual(t, ad["latency_p99_ms"], 1.5*none["latency_p99_ms"], "p99 within 1.5x of no backoff's")
 				assert.Zero(t, ad["failures"], "no proposal given up")
-				if !burst {
-					return
-				}
-				assert.Positive(t, none["naks_warm"], "the burst is contended")
-				assert.Positive(t, ad["paced_proposals"], "adaptive paced first attempts")
+				assert.Positive(t, none["naks_warm"], "the key is contended")
+				assert.Positive(t, ad["forwards"], "adaptive forwarded")
+				assert.Zero(t, ad["forward_timeouts"], "no forward lost without faults")
 				assert.Positive(t, ad["rounds_warm"])
 				assert.Zero(t, ad["naks_warm"], "no conflict after the warm-up (rounds %v)", ad["rounds_warm"])
 			})
@@ -301,42 +301,82 @@ func TestContentionAdaptiveTargets(t *testing.T) {
 }
 
 // TestContentionBurstTargetsPooled holds issue 18's targets for the burst
-// shape the way docs/BENCHMARKS.md reports them, pooled over seeds 1..40
-// (about 36,400 rounds after the warm-up, so that zero NAKs is a rate
-// below 0.0028%): no NAK after the warm-up, no proposal given up, mean
-// goodput at least exponential's and mean p99 within 1.5x of no
-// backoff's. Without the chain cap on the learned delay the p99 is 1.55x;
-// with the old 100 ms gap floor there are 30 NAKs after the warm-up.
+// shape the way docs/BENCHMARKS.md reports them: no NAK after the warm-up,
+// no proposal given up, mean goodput at least exponential's and mean p99
+// within 1.5x of no backoff's, pooled over seeds 1..40.
+//
+// Since session 9 the adaptive variant forwards a shared key's changes to
+// its leader, which applies every change waiting there in one round, so
+// after the warm-up about four proposals share a round: 40 seeds hold
+// ~36,000 proposals but only ~8,600 rounds, and zero NAKs in 8,600 rounds
+// says the per-round rate is below 0.012%, not below 0.0028%. The NAK
+// count is therefore pooled over seeds 1..200 for adaptive alone, enough
+// rounds (~43,000) for zero to mean below 0.0028% per round (the stricter
+// reading, as BENCHMARKS.md holds it) and so per proposal. What forwarding
+// itself guarantees is held too: the changes were forwarded, none was
+// lost to a timeout without faults, and the leader batched them (fewer
+// rounds than proposals). Over the 200 seeds, the first two events (before
+// the hints converge) lose 4 forwards to timeouts and seed 142 gives up
+// one proposal at the very first event, when nobody has seen anybody and
+// only the paper's backoff acts; after the warm-up nothing times out or
+// gives up. Pacing alone (adaptive without Forward) has 4 NAKs after the
+// warm-up on seeds 41..80 (session 8) and a round per proposal, so it
+// fails here; so does a leader that keeps pacing its own proposal while
+// forwarded changes wait behind it (session 9's code: 195 of 190,053
+// forwards time out, all in the warm-up, and the p99 is 381 ms, not 251).
 func TestContentionBurstTargetsPooled(t *testing.T) {
 	if testing.Short() {
-		t.Skip("40 simulated hours x 3 backoffs")
+		t.Skip("280 simulated hours")
 	}
-	variants := contentionVariants()[:3]
+	const (
+		seeds     = 40  // the comparisons of goodput and p99
+		nakSeeds  = 200 // adaptive's NAK count
+		paperRate = 0.000028
+	)
 	sum := map[string]map[string]float64{}
-	const seeds = 40
-	for seed := uint64(1); seed <= seeds; seed++ {
+	pool := func(seed uint64, v contentionVariant) {
 		cfg := Config{Scenario: "contention-burst", Seed: seed, Faults: FaultsNone}
 		require.NoError(t, cfg.normalize())
-		for _, v := range variants {
-			v.burst = true
-			r, err := runContention(cfg, v, nil)
-			require.NoError(t, err)
-			require.Empty(t, r.Violations, "seed %d %s", seed, v.name)
-			if sum[v.name] == nil {
-				sum[v.name] = map[string]float64{}
-			}
-			for k, x := range r.Metrics {
-				sum[v.name][k] += x
-			}
+		v.burst = true
+		r, err := runContention(cfg, v, nil)
+		require.NoError(t, err)
+		require.Empty(t, r.Violations, "seed %d %s", seed, v.name)
+		name := v.name
+		if seed > seeds {
+			name += "-more"
+		}
+		if sum[name] == nil {
+			sum[name] = map[string]float64{}
+		}
+		for k, x := range r.Metrics {
+			sum[name][k] += x
 		}
 	}
-	none, exp, ad := sum["none"], sum["exponential"], sum["adaptive"]
-	t.Logf("adaptive: naks_warm %v of %v rounds, p99 %.0f ms (none %.0f), goodput %.5f (exponential %.5f)",
-		ad["naks_warm"], ad["rounds_warm"], ad["latency_p99_ms"]/seeds, none["latency_p99_ms"]/seeds,
+	variants := contentionVariants()[:3]
+	for seed := uint64(1); seed <= seeds; seed++ {
+		for _, v := range variants {
+			pool(seed, v)
+		}
+	}
+	adaptive := variants[2]
+	require.Equal(t, "adaptive", adaptive.name)
+	for seed := uint64(seeds + 1); seed <= nakSeeds; seed++ {
+		pool(seed, adaptive)
+	}
+	none, exp, ad, more := sum["none"], sum["exponential"], sum["adaptive"], sum["adaptive-more"]
+	naks, rounds, proposals := ad["naks_warm"]+more["naks_warm"], ad["rounds_warm"]+more["rounds_warm"], ad["proposals_warm"]+more["proposals_warm"]
+	t.Logf("adaptive: naks_warm %v of %v rounds (%v proposals) over seeds 1..%d; over 1..%d p99 %.0f ms (none %.0f), goodput %.5f (exponential %.5f)",
+		naks, rounds, proposals, nakSeeds, seeds, ad["latency_p99_ms"]/seeds, none["latency_p99_ms"]/seeds,
 		ad["goodput_per_second"]/seeds, exp["goodput_per_second"]/seeds)
-	assert.Zero(t, ad["naks_warm"], "no conflict after the warm-up")
-	assert.Greater(t, ad["rounds_warm"], 1/0.000028, "enough rounds for zero to mean below 0.0028%")
-	assert.Zero(t, ad["failures"], "no proposal given up")
+	assert.Zero(t, naks, "no conflict after the warm-up")
+	assert.Greater(t, rounds, 1/paperRate, "enough rounds for zero to mean below 0.0028%% per round")
+	assert.Less(t, 2*rounds, proposals, "the leader batched the forwarded changes")
+	assert.Positive(t, ad["forwards"]+more["forwards"], "adaptive forwarded")
+	assert.Zero(t, ad["forward_timeouts_warm"]+more["forward_timeouts_warm"], "no forward lost after the warm-up")
+	assert.Less(t, 10000*(ad["forward_timeouts"]+more["forward_timeouts"]), ad["forwards"]+more["forwards"],
+		"under 1 in 10,000 forwards times out, warm-up included")
+	assert.Zero(t, ad["failures_warm"]+more["failures_warm"], "no proposal given up after the warm-up")
+	assert.Zero(t, ad["failures"], "no proposal given up over seeds 1..40")
 	assert.GreaterOrEqual(t, ad["goodput_per_second"], exp["goodput_per_second"], "goodput at least exponential's")
 	assert.LessOrEqual(t, ad["latency_p99_ms"], 1.5*none["latency_p99_ms"], "p99 within 1.5x of no backoff's")
 }
