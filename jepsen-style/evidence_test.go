@@ -87,3 +87,24 @@ func TestDeadAcrossCuts(t *testing.T) {
 		})
 	}
 }
+
+// TestRotatedServers: each client starts its DNS lookups at a different
+// server, so a client cut of any DNS node reaches some lookups.
+func TestRotatedServers(t *testing.T) {
+	s := []string{"a", "b", "c"}
+	tests := []struct {
+		id   int
+		want []string
+	}{
+		{0, []string{"a", "b", "c"}},
+		{1, []string{"b", "c", "a"}},
+		{2, []string{"c", "a", "b"}},
+		{4, []string{"b", "c", "a"}},
+		{-1, []string{"c", "a", "b"}},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, rotatedServers(s, tt.id), "id %d", tt.id)
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, s, "the cluster's list is not changed")
+	assert.Nil(t, rotatedServers(nil, 3))
+}
