@@ -179,15 +179,6 @@ func (c *cluster) who(a net.Addr) int {
 	return int(ip[3])
 }
 
-func freePort(ip string) (int, error) {
-	ln, err := listenLoopback(ip + ":0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 func (c *cluster) addNode(i int) error {
 	n := &node{i: i, name: fmt.Sprintf("n%d", i), region: regions[(i-1)%len(regions)],
 		bindIP: fmt.Sprintf("127.0.1.%d", i), proxyIP: fmt.Sprintf("127.0.2.%d", i)}
@@ -198,13 +189,9 @@ func (c *cluster) addNode(i int) error {
 	if err := os.MkdirAll(n.dataDir, 0o700); err != nil {
 		return err
 	}
-	var ports [4]int
-	for k := range ports {
-		p, err := freePort(n.bindIP)
-		if err != nil {
-			return fmt.Errorf("%s: %w", n.name, err)
-		}
-		ports[k] = p
+	ports, err := agentPorts(n.bindIP, 4) // below the ephemeral range: ports.go
+	if err != nil {
+		return fmt.Errorf("%s: %w", n.name, err)
 	}
 	n.nodeAddr = fmt.Sprintf("%s:%d", n.bindIP, ports[0])
 	n.apiAddr = fmt.Sprintf("%s:%d", n.bindIP, ports[1])
@@ -212,7 +199,6 @@ func (c *cluster) addNode(i int) error {
 	if i <= len(regions) { // one DNS server per region
 		n.dnsAddr = fmt.Sprintf("%s:%d", n.bindIP, ports[3])
 	}
-	var err error
 	if n.proxNode, err = startProxy(n.name+"/node", i, n.proxyIP+":0", n.nodeAddr, c.links, c.who, c.cfg.Log); err != nil {
 		return err
 	}

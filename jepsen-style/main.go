@@ -35,6 +35,9 @@ type summary struct {
 	FailedOps       int            `json:"failed_ops"`
 	Unknown         int            `json:"unknown"`
 	Faults          map[string]int `json:"faults"`
+	OpsByKind       map[string]int `json:"ops_by_kind"`
+	Gossip          gossipEvidence `json:"gossip"`
+	DNS             dnsEvidence    `json:"dns"`
 	Linearizable    bool           `json:"linearizable"`
 	LostAckedWrites int            `json:"lost_acked_writes"`
 	DualWriters     int            `json:"dual_writers"`
@@ -160,7 +163,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	sum := summary{Summary: true, Runs: *runs, NegativeControl: *negative, Faults: map[string]int{}, Linearizable: true}
+	sum := summary{Summary: true, Runs: *runs, NegativeControl: *negative, Faults: map[string]int{}, OpsByKind: map[string]int{}, Linearizable: true}
 	enc := json.NewEncoder(stdout)
 	caught := 0
 	for i := 0; i < *runs && ctx.Err() == nil; i++ {
@@ -181,6 +184,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for k, n := range res.Faults {
 			sum.Faults[k] += n
 		}
+		for k, n := range res.OpsByKind {
+			sum.OpsByKind[k] += n
+		}
+		sum.Gossip.add(res.Gossip)
+		sum.DNS.add(res.DNS)
 		sum.Linearizable = sum.Linearizable && res.Linearizable == "ok"
 		sum.LostAckedWrites += res.LostAckedWrites
 		sum.DualWriters += res.DualWriters

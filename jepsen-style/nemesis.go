@@ -357,32 +357,10 @@ func (nm *nemesis) apply(ctx context.Context, f *fault) string {
 	c := nm.c
 	n := len(c.nodes)
 	switch f.Kind {
-	case fPartOne, fPartRegion, fPartMajor:
-		nm.cutWhere(func(a, b int) bool { return groupOf(f.Groups, a) == groupOf(f.Groups, b) })
-	case fPartRing:
-		pos := map[int]int{}
-		for k, x := range f.Nodes {
-			pos[x] = k
-		}
-		m := (n/2 + 1) / 2 // neighbours on each side: each node sees a majority (itself + 2m ≥ n/2+1)
-		if 2*m+1 < n/2+1 {
-			m++
-		}
-		nm.cutWhere(func(a, b int) bool {
-			d := (pos[a] - pos[b] + n) % n
-			return min(d, n-d) <= m
-		})
-	case fPartBridge:
-		bridge := f.Nodes[0]
-		nm.cutWhere(func(a, b int) bool {
-			return a == bridge || b == bridge || groupOf(f.Groups, a) == groupOf(f.Groups, b)
-		})
-	case fPartOneWay:
-		for _, a := range f.Groups[0] {
-			for _, b := range f.Groups[1] {
-				c.links.set(a, b, linkRule{Cut: true})
-			}
-		}
+	case fPartOne, fPartRegion, fPartMajor, fPartRing, fPartBridge, fPartOneWay:
+		// One rule for what a partition cuts (cutsPair), shared with the
+		// evidence that gossip saw it.
+		nm.cutWhere(func(a, b int) bool { return !cutsPair(*f, n, a, b) })
 	case fClientCut:
 		c.links.set(0, f.Nodes[0], linkRule{Cut: true})
 		c.links.set(f.Nodes[0], 0, linkRule{Cut: true})

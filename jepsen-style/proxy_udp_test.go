@@ -111,8 +111,9 @@ func TestPartitionCutsGossip(t *testing.T) {
 	nodes := make([]*gnode, n)
 	for i := range nodes {
 		ip := fmt.Sprintf("127.0.1.%d", i+1)
-		port, err := freePort(ip)
+		ports, err := agentPorts(ip, 1)
 		require.NoError(t, err)
+		port := ports[0]
 		g, err := startGossipProxy(fmt.Sprintf("n%d/gossip", i+1), i+1, fmt.Sprintf("127.0.2.%d", i+1),
 			fmt.Sprintf("%s:%d", ip, port), lt, c.who, log)
 		require.NoError(t, err)

@@ -46,6 +46,9 @@ type runResult struct {
 	Unknown         int            `json:"unknown"`
 	OpsByKind       map[string]int `json:"ops_by_kind"`
 	Faults          map[string]int `json:"faults"`
+	// Gossip and DNS show that the faults cut them (evidence.go).
+	Gossip gossipEvidence `json:"gossip"`
+	DNS    dnsEvidence    `json:"dns"`
 	verdict
 	Passed    bool   `json:"passed"`
 	Error     string `json:"error,omitempty"`
@@ -212,6 +215,7 @@ func runOnce(ctx context.Context, cfg runConfig) (res runResult) {
 		_ = os.RemoveAll(tmp)
 	}
 	checkFailStop(c, v)
+	res.Gossip, res.DNS = collectEvidence(c, nm.applied, h.start)
 	for _, f := range nm.applied {
 		if f.Kind == fClockBeyond {
 			v.Unsafe = append(v.Unsafe, fmt.Sprintf("node %d's clock ran at rate %v, drifting %v over one lease of %v, beyond max_clock_drift %v: leases are not safe then",

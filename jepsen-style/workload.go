@@ -133,9 +133,12 @@ func workloadKeys(parts, perPart int) ([]string, error) {
 // newClient is the Go client the workload uses: DNS routing through the
 // agents' DNS servers, TLS with the harness's client certificate, every
 // connection guarded onto loopback (the agents' API addresses it dials
-// are their proxies).
-func (c *cluster) newClient(opTimeout time.Duration) (*kv.Client, error) {
-	servers := c.dnsServers()
+// are their proxies). Client id asks the DNS servers in a rotated order
+// (rotatedServers), so the clients' lookups spread over every DNS
+// server and a cut of any one of them reaches some clients' lookups,
+// not only a cut of the first.
+func (c *cluster) newClient(opTimeout time.Duration, id int) (*kv.Client, error) {
+	servers := rotatedServers(c.dnsServers(), id)
 	for _, s := range servers {
 		if err := checkLoopback(s); err != nil {
 			return nil, err
@@ -155,7 +158,7 @@ func runWorkload(ctx context.Context, c *cluster, wc workloadConfig, keys []stri
 	var wg sync.WaitGroup
 	var seq atomic.Int64
 	for id := 1; id <= wc.Clients; id++ {
-		cl, err := c.newClient(wc.OpTimeout)
+		cl, err := c.newClient(wc.OpTimeout, id)
 		if err != nil {
 			return nil, err
 		}
@@ -293,7 +296,7 @@ func (op *histOp) setWriteResult(err error) {
 // finalReads reads every key strongly until each answers (or ctx
 // ends): the read-back after the heal. It returns when they all did.
 func finalReads(ctx context.Context, c *cluster, keys []string, h *history, opTimeout time.Duration) (map[string]histOp, error) {
-	cl, err := c.newClient(opTimeout)
+	cl, err := c.newClient(opTimeout, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -317,4 +320,16 @@ func finalReads(ctx context.Context, c *cluster, keys []string, h *history, opTi
 		}
 	}
 	return out, nil
+}
+
+// rotatedServers is servers starting at the id-th (mod their number):
+// the resolver tries its servers in order and moves on only after a
+// failure, so with one order for every client all lookups go to the
+// first server.
+func rotatedServers(servers []string, id int) []string {
+	if len(servers) == 0 {
+		return nil
+	}
+	k := ((id % len(servers)) + len(servers)) % len(servers)
+	return append(append([]string(nil), servers[k:]...), servers[:k]...)
 }

@@ -103,6 +103,13 @@ func (a *Agent) serveInit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("cluster initialised", "version", ver, "nodes", len(spec.Nodes), "partitions", spec.Partitions, "regions", spec.Regions)
+	// Init committed the spec at ver: this agent runs under it at once,
+	// not after reading the register back (under overload that read
+	// competed with every other waiting agent's and could fail for
+	// minutes, leaving the very agent that initialised waiting).
+	if err := a.adoptSpec(committed{spec: spec, version: ver}, "init"); err != nil {
+		a.log.Warn("adopt the initial spec", "err", err)
+	}
 	a.pokeAll(r.Context(), spec)
 	writeJSON(w, http.StatusCreated, SpecResponse{Version: ver, Spec: spec})
 }

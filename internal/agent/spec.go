@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -54,11 +55,9 @@ func (a *Agent) specLoop(ctx context.Context) error {
 		a.setSpec(c, "cache")
 	}
 	poke := a.poke
+	failures := 0
 	for {
-		wait := specPoll
-		if a.spec.Load() == nil {
-			wait = specPollWaiting
-		}
+		wait := specWait(a.spec.Load() != nil, failures, rand.Float64())
 		select {
 		case <-ctx.Done():
 			return nil
@@ -66,7 +65,10 @@ func (a *Agent) specLoop(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 		if err := a.refreshSpec(ctx); err != nil && ctx.Err() == nil {
-			a.log.Debug("read the cluster spec", "err", err)
+			failures++
+			a.log.Debug("read the cluster spec", "err", err, "failures", failures)
+		} else {
+			failures = 0
 		}
 		// Policy the node could not apply at once (a proposal was in
 		// flight, or its partitions became write regions since) is
@@ -112,6 +114,41 @@ func (a *Agent) refreshSpec(ctx context.Context) error {
 	}
 	a.setSpec(c, "register")
 	return nil
+}
+
+// adoptSpec runs under a spec this agent itself committed (init), unless
+// a newer one is already known.
+func (a *Agent) adoptSpec(c committed, from string) error {
+	a.specRefresh.Lock()
+	defer a.specRefresh.Unlock()
+	if cur := a.spec.Load(); cur != nil && c.version <= cur.version {
+		return nil
+	}
+	if err := a.storeSpecCache(c); err != nil {
+		return err
+	}
+	a.setSpec(c, from)
+	return nil
+}
+
+// specWait is how long the spec loop sleeps before its next read: specPoll
+// with a spec; without one, specPollWaiting doubled for each read that
+// failed in a row, up to specPoll, and jittered down to half (rnd in
+// [0,1)). Every agent waiting for the spec reads the register (a full
+// CASPaxos round) and init pokes them all at once: on an overloaded
+// machine fixed 250 ms polls kept the waiting agents' rounds colliding
+// and their requests queued past the phase timeout at every acceptor, so
+// that for minutes none of them read it (seed 3002 under a CPU cap).
+func specWait(have bool, failures int, rnd float64) time.Duration {
+	if have {
+		return specPoll
+	}
+	w := specPollWaiting
+	for i := 0; i < failures && w < specPoll; i++ {
+		w *= 2
+	}
+	w = min(w, specPoll)
+	return w/2 + time.Duration(rnd*float64(w/2))
 }
 
 func (a *Agent) setSpec(c committed, from string) {
