@@ -9,6 +9,8 @@ import (
 )
 
 // Forwarding to a distinguished proposer (not in the paper; session 9).
+// It runs in the simulator and the benchmarks only: internal/nodewire has no
+// forward messages yet, so the agent never turns it on.
 //
 // Backoff, the paper's or the pacing of first attempts (pacing.go), delays
 // a proposer before it sends. When proposers write a shared key at
