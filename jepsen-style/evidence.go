@@ -15,13 +15,28 @@ import (
 // campaign shows the faults cut what they claim to, not only the node
 // transport.
 
-// gossipEvidence is what a run's gossip saw of the faults.
-type gossipEvidence struct {
-	// UDP packets of memberlist through the proxies: forwarded, lost to
-	// a cut, lost to a drop rate.
+// udpEvidence counts UDP packets through the relaying proxies: forwarded,
+// lost to a cut, lost to a drop rate.
+type udpEvidence struct {
 	UDPForwarded uint64 `json:"udp_forwarded"`
 	UDPCut       uint64 `json:"udp_cut"`
 	UDPDropped   uint64 `json:"udp_dropped"`
+}
+
+func (u *udpEvidence) add(o udpEvidence) {
+	u.UDPForwarded += o.UDPForwarded
+	u.UDPCut += o.UDPCut
+	u.UDPDropped += o.UDPDropped
+}
+
+func (u *udpEvidence) addStats(s udpStats) {
+	u.add(udpEvidence{UDPForwarded: s.Forwarded, UDPCut: s.Cut, UDPDropped: s.Dropped})
+}
+
+// gossipEvidence is what a run's gossip saw of the faults: memberlist's
+// UDP packets through the proxies, and the members declared dead.
+type gossipEvidence struct {
+	udpEvidence
 	// DeadTotal counts "member dead" lines in the agents' logs;
 	// DeadAcrossCut those an agent logged about a peer a partition
 	// separated it from at the time (or within deadSlack after the heal),
@@ -32,25 +47,13 @@ type gossipEvidence struct {
 }
 
 func (g *gossipEvidence) add(o gossipEvidence) {
-	g.UDPForwarded += o.UDPForwarded
-	g.UDPCut += o.UDPCut
-	g.UDPDropped += o.UDPDropped
+	g.udpEvidence.add(o.udpEvidence)
 	g.DeadTotal += o.DeadTotal
 	g.DeadAcrossCut += o.DeadAcrossCut
 }
 
 // dnsEvidence is the clients' DNS through its relaying proxies.
-type dnsEvidence struct {
-	UDPForwarded uint64 `json:"udp_forwarded"`
-	UDPCut       uint64 `json:"udp_cut"`
-	UDPDropped   uint64 `json:"udp_dropped"`
-}
-
-func (d *dnsEvidence) add(o dnsEvidence) {
-	d.UDPForwarded += o.UDPForwarded
-	d.UDPCut += o.UDPCut
-	d.UDPDropped += o.UDPDropped
-}
+type dnsEvidence = udpEvidence
 
 // deadSlack is how long after a partition heals a "member dead" still
 // counts as its doing: memberlist declares a member dead after its
@@ -202,16 +205,10 @@ func collectEvidence(c *cluster, faults []fault, start time.Time) (gossipEvidenc
 	var events []deadEvent
 	for _, n := range c.nodes {
 		if n.proxGossip != nil {
-			s := n.proxGossip.udp.snapshot()
-			g.UDPForwarded += s.Forwarded
-			g.UDPCut += s.Cut
-			g.UDPDropped += s.Dropped
+			g.addStats(n.proxGossip.udp.snapshot())
 		}
 		if n.proxDNS != nil {
-			s := n.proxDNS.udp.snapshot()
-			d.UDPForwarded += s.Forwarded
-			d.UDPCut += s.Cut
-			d.UDPDropped += s.Dropped
+			d.addStats(n.proxDNS.udp.snapshot())
 		}
 		f, err := os.Open(n.logPath)
 		if err != nil {

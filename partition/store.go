@@ -52,6 +52,20 @@ type AsyncStore interface {
 	CommitAsync(ws []Write) (wait func() error, err error)
 }
 
+// CommitAsync applies ws to st and returns the wait for its durability:
+// st's own CommitAsync when it is an AsyncStore; otherwise st commits ws
+// durably here and the wait returns at once. Drivers that pipeline their
+// commits call this, so that every store works with them.
+func CommitAsync(st Store, ws []Write) (wait func() error, err error) {
+	if as, ok := st.(AsyncStore); ok {
+		return as.CommitAsync(ws)
+	}
+	if err := st.Commit(ws); err != nil {
+		return nil, err
+	}
+	return func() error { return nil }, nil
+}
+
 // Meta is a partition replica's hard state. It changes rarely (epoch,
 // role, quorum, history, compaction, snapshot state).
 type Meta struct {

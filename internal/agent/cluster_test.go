@@ -35,6 +35,19 @@ func startCluster(t *testing.T, n int) []*tagent {
 // set) and init sent with the bearer token (when set).
 func startClusterWith(t *testing.T, n int, mod func(*agentcfg.Config), token string) []*tagent {
 	t.Helper()
+	as := startHealthyAgents(t, n, mod)
+	require.Equal(t, http.StatusCreated, postAuth(t, "http://"+as[0].cfg.Bind.APIAddr+PathInit, token, testInitRequest(n), nil))
+	for _, ta := range as {
+		waitReady(t, ta.cfg.Bind.APIAddr)
+	}
+	return as
+}
+
+// startHealthyAgents starts n insecure agents in this process (each config
+// changed by mod, when set), stopped at the test's end, and waits until
+// every one answers /healthz; nothing is initialised.
+func startHealthyAgents(t *testing.T, n int, mod func(*agentcfg.Config)) []*tagent {
+	t.Helper()
 	ports := proctest.FreePorts(t, 4*n)
 	var as []*tagent
 	for i := 1; i <= n; i++ {
@@ -54,14 +67,15 @@ func startClusterWith(t *testing.T, n int, mod func(*agentcfg.Config), token str
 		require.NoError(t, proctest.WaitHTTP(ctx, "http://"+ta.cfg.Bind.APIAddr+PathHealthz, http.DefaultClient))
 		cancel()
 	}
-	req := InitRequest{Spec: clusterspec.Spec{Format: clusterspec.Format, Regions: testRegions, Partitions: 4,
+	return as
+}
+
+// testInitRequest is the init of the test clusters: fast profile, strong,
+// 4 partitions, minimum durability 2, expecting n nodes.
+func testInitRequest(n int) InitRequest {
+	return InitRequest{Spec: clusterspec.Spec{Format: clusterspec.Format, Regions: testRegions, Partitions: 4,
 		Consistency: clusterspec.ConsistencyStrong, MinDurability: 2, Profile: clusterspec.Profile{Name: clusterspec.ProfileFast}},
 		ExpectNodes: n, WaitSeconds: 30}
-	require.Equal(t, http.StatusCreated, postAuth(t, "http://"+as[0].cfg.Bind.APIAddr+PathInit, token, req, nil))
-	for _, ta := range as {
-		waitReady(t, ta.cfg.Bind.APIAddr)
-	}
-	return as
 }
 
 func put(t *testing.T, url string, in, out any) int {

@@ -1,16 +1,12 @@
 package agent
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/fmnode/fmnode/internal/clusterspec"
-	"github.com/fmnode/fmnode/internal/proctest"
 )
 
 // TestSpecPollBacksOffWhileReadsFail: an agent waiting for the spec reads
@@ -52,26 +48,9 @@ func TestInitAdoptsTheSpecItCommitted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real sockets, fsyncs and gossip")
 	}
-	ports := proctest.FreePorts(t, 12)
-	var as []*tagent
-	for i := 1; i <= 3; i++ {
-		as = append(as, startAgent(t, testConfig(t, i, ports, t.TempDir())))
-	}
-	t.Cleanup(func() {
-		for _, ta := range as {
-			ta.stop(t)
-		}
-	})
-	for _, ta := range as {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		require.NoError(t, proctest.WaitHTTP(ctx, "http://"+ta.cfg.Bind.APIAddr+PathHealthz, http.DefaultClient))
-		cancel()
-	}
-	req := InitRequest{Spec: clusterspec.Spec{Format: clusterspec.Format, Regions: testRegions, Partitions: 4,
-		Consistency: clusterspec.ConsistencyStrong, MinDurability: 2, Profile: clusterspec.Profile{Name: clusterspec.ProfileFast}},
-		ExpectNodes: 3, WaitSeconds: 30}
+	as := startHealthyAgents(t, 3, nil)
 	var sr SpecResponse
-	require.Equal(t, http.StatusCreated, post(t, "http://"+as[0].cfg.Bind.APIAddr+PathInit, req, &sr))
+	require.Equal(t, http.StatusCreated, post(t, "http://"+as[0].cfg.Bind.APIAddr+PathInit, testInitRequest(3), &sr))
 	spec, ver, ok := as[0].a.Spec()
 	require.True(t, ok, "the initialising agent has no spec when init returns")
 	assert.Equal(t, sr.Version, ver)

@@ -301,7 +301,7 @@ func (d *Driver) apply(c *commit) {
 		ws = append(ws, c.rd.Host[i].Writes...)
 	}
 	if len(ws) > 0 {
-		wait, err := commitPartitions(d.cfg.PartitionStore, ws)
+		wait, err := partition.CommitAsync(d.cfg.PartitionStore, ws)
 		if err != nil {
 			c.err = fmt.Errorf("noderun: partition store: %w", err)
 			return
@@ -333,18 +333,6 @@ func wrapWaits(waits []func() error, store string) []func() error {
 		}
 	}
 	return waits
-}
-
-// commitPartitions applies ws to st and returns the wait for its fsync; a
-// store that cannot overlap commits is committed (durably) here.
-func commitPartitions(st partition.Store, ws []partition.Write) (func() error, error) {
-	if as, ok := st.(partition.AsyncStore); ok {
-		return as.CommitAsync(ws)
-	}
-	if err := st.Commit(ws); err != nil {
-		return nil, err
-	}
-	return func() error { return nil }, nil
 }
 
 // dataBytes is the payload of a batch's replication messages: keys and

@@ -27,19 +27,14 @@ import (
 //	go test ./internal/noderun -run '^$' -bench LoopbackWriteBurst -benchtime 20x
 func BenchmarkLoopbackWriteBurst(b *testing.B) {
 	const parts = 256
-	t := &testing.T{}
 	places := loopPlacements(parts)
 	var ns []*lnode
 	for i := range loopRegions {
-		ns = append(ns, startLoopNode(t, node.NodeID(i+1), b.TempDir(), places, failover.FastConfig()))
+		ns = append(ns, startLoopNode(b, node.NodeID(i+1), b.TempDir(), places, failover.FastConfig()))
 	}
 	defer func() {
 		for _, ln := range ns {
-			ln.cancel()
-			<-ln.errc
-			_ = ln.tr.Close()
-			_ = ln.parts.Close()
-			_ = ln.acc.Close()
+			ln.stop(b)
 		}
 	}()
 	for i, a := range ns {

@@ -46,7 +46,7 @@ func loopPlacements(n int) []node.Placement {
 	return out
 }
 
-func startLoopNode(t *testing.T, id node.NodeID, dir string, places []node.Placement, prof failover.Config) *lnode {
+func startLoopNode(t testing.TB, id node.NodeID, dir string, places []node.Placement, prof failover.Config) *lnode {
 	t.Helper()
 	region := loopRegions[id-1]
 	acc, err := boltstore.Open(filepath.Join(dir, "acceptor.db"), boltstore.Options{})
@@ -90,7 +90,7 @@ func startLoopNode(t *testing.T, id node.NodeID, dir string, places []node.Place
 
 // stop ends the driver (as a killed process would: nothing more leaves),
 // then closes its transport and stores.
-func (ln *lnode) stop(t *testing.T) {
+func (ln *lnode) stop(t testing.TB) {
 	if ln.cancel == nil {
 		return
 	}

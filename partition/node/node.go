@@ -363,21 +363,13 @@ func (n *Node) issue(now time.Duration) (*inflightReady, error) {
 	it := &inflightReady{rd: n.host.Ready(now), start: time.Now()}
 	n.answer(it.rd.Replies)
 	it.rd.Replies = nil
-	wait, err := n.commitAsync(it.rd.Writes)
+	wait, err := partition.CommitAsync(n.store, it.rd.Writes)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Region(), err)
 	}
 	it.wait = wait
 	it.replies, it.fetched = partition.ExecReads(n.store, &it.rd)
 	return it, nil
-}
-
-func (n *Node) commitAsync(ws []partition.Write) (func() error, error) {
-	if as, ok := n.store.(partition.AsyncStore); ok {
-		return as.CommitAsync(ws)
-	}
-	err := n.store.Commit(ws)
-	return func() error { return nil }, err
 }
 
 // finish acts on a Ready whose writes are durable.
