@@ -104,8 +104,13 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // DefaultMaxConcurrentStreams bounds the requests one HTTP/2 connection
-// carries at once.
-const DefaultMaxConcurrentStreams = 256
+// carries at once: as many as a node serves at once (DefaultMaxInFlight),
+// so that one client's connection carries the whole burst a failover
+// sends it. With 256, the burst of a 1000-partition failover in fmnode
+// demo went past it on the new write region's agents, the client opened
+// another connection in the middle of the burst, and the writers waiting
+// for its TLS handshake waited up to 0.35 s (conn_wait_s p99).
+const DefaultMaxConcurrentStreams = DefaultMaxInFlight
 
 // ServerConfig configures the http.Server NewServer returns. Zero
 // durations and sizes take the defaults; the server speaks HTTP/1.1, and
