@@ -415,7 +415,11 @@ func (fw *foWorld) deliverReplies(n *foNode, rs []partition.Reply) {
 		}
 		c.reply = r
 		fw.trace(c, foTraceEv{kind: trServerOut})
-		at := w.Now() + fw.oneWay(n.idx, c.node)
+		out := w.Now()
+		if fw.service != nil && r.Err == nil {
+			out = fw.service.serve(out)
+		}
+		at := out + fw.oneWay(n.idx, c.node)
 		if at < c.timeoutAt && w.Sched.Pending(c.timeoutEv) {
 			// The reply comes first, and the timeout would then find the
 			// attempt over: move the timeout's event to the reply instead

@@ -33,6 +33,12 @@ type FailoverLayout struct {
 	// region or across (1 ms stands for loopback under load); 0 keeps
 	// DefaultWAN's.
 	RTT time.Duration
+	// ServiceSlots and RequestService, if set (both or neither), make
+	// every node share one machine, where each client request a node
+	// serves holds one of ServiceSlots servers for RequestService
+	// (failover_service.go); 0 charges nothing.
+	ServiceSlots   int
+	RequestService time.Duration
 }
 
 // Bounds of a FailoverLayout.
@@ -71,13 +77,14 @@ func (l *FailoverLayout) validate() error {
 	case l.RTT < 0 || l.RTT > time.Second:
 		return fmt.Errorf("%w: layout: RTT %v (0..1s)", ErrConfig, l.RTT)
 	}
-	return nil
+	return validateLayoutService(l.ServiceSlots, l.RequestService)
 }
 
 // apply shapes spec by the layout.
 func (l *FailoverLayout) apply(spec *foSpec) {
 	spec.regions, spec.nodesPerRegion, spec.minDurability, spec.rtt = l.Regions, l.NodesPerRegion, l.MinDurability, l.RTT
 	spec.refuseDown = l.ProcessKill
+	spec.serviceSlots, spec.requestService = l.ServiceSlots, l.RequestService
 	if l.FirstRegionWrites {
 		spec.writeShare = []float64{1}
 	}

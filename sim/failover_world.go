@@ -45,6 +45,10 @@ type foSpec struct {
 	// rtt, if positive, replaces every round trip of the topology (in a
 	// region and across): a layout's loopback.
 	rtt time.Duration
+	// serviceSlots and requestService: the machine the nodes share
+	// (failover_service.go).
+	serviceSlots   int
+	requestService time.Duration
 	// noDNS leaves out the simulated DNS path (publishers and client
 	// resolvers model servers outside the nodes); only a world without
 	// clients may do so.
@@ -100,6 +104,8 @@ type foWorld struct {
 	rng     *rand.Rand
 	// dns is the simulated DNS path the clients route through.
 	dns *foDNS
+	// service is the machine the nodes share (nil: none is modelled).
+	service *serviceQueue
 	// window is each manager's bound on register operations in flight
 	// (failover.ManagerConfig.MaxInFlight): the default, or less when
 	// the proposer's bound on keys in flight is lower.
@@ -262,7 +268,8 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 	if err != nil {
 		return nil, err
 	}
-	fw := &foWorld{e: e, spec: spec, promoted: make(map[foEpochKey]quorum.Region), rng: NewRand(cfg.Seed, StreamScenario)}
+	fw := &foWorld{e: e, spec: spec, promoted: make(map[foEpochKey]quorum.Region), rng: NewRand(cfg.Seed, StreamScenario),
+		service: newServiceQueue(spec.serviceSlots, spec.requestService)}
 	// fw.regions are the data regions only: placement, clients and
 	// redirects never name the witness region.
 	for _, r := range topo.Regions[:spec.regions] {

@@ -223,6 +223,9 @@ func ReplayCommand(cfg Config) string {
 		if l.ProcessKill {
 			b.WriteString(" --process-kill")
 		}
+		if l.ServiceSlots > 0 {
+			fmt.Fprintf(&b, " --service-slots %d --request-service %v", l.ServiceSlots, l.RequestService)
+		}
 	}
 	// These shape the run too: without them the command would replay
 	// another run.

@@ -45,6 +45,7 @@ type demoOptions struct {
 
 	// Not flags: the test's smaller run and its hooks.
 	warmup     time.Duration // steady load before the kill
+	burst      bool          // measure the prediction's service time (demo_burst.go)
 	hold       time.Duration // the outage's length after every partition wrote again
 	thinkMin   time.Duration
 	thinkMax   time.Duration
@@ -78,7 +79,7 @@ const (
 
 func defaultDemoOptions() demoOptions {
 	return demoOptions{partitions: 1000, regions: 3, nodesPerRegion: 3, profile: "fast",
-		warmup: 10 * time.Second, hold: 5 * time.Second, thinkMin: 2 * time.Second, thinkMax: 4 * time.Second,
+		warmup: 10 * time.Second, burst: true, hold: 5 * time.Second, thinkMin: 2 * time.Second, thinkMax: 4 * time.Second,
 		valueBytes: 100, preload: sim.DefaultPreloadBytes, failoverBound: 90 * time.Second, returnBound: 2 * time.Minute}
 }
 
@@ -176,15 +177,19 @@ func (o demoOptions) minDurability() int { return 2 }
 // comes at its latest. A real kill lands anywhere between two beats;
 // half an interval is its mean. The outage kills processes (clients are
 // refused at once), as the demo's SIGKILL on loopback does.
-func (o demoOptions) simConfig(rtt time.Duration) sim.Config {
+func (o demoOptions) simConfig(rtt, requestService time.Duration) sim.Config {
 	warm := 30 * time.Second
 	if prof, err := failover.Profile(o.profile); err == nil {
 		warm += prof.HeartbeatInterval / 2
 	}
+	slots := 0
+	if requestService > 0 {
+		slots = 1
+	}
 	return sim.Config{Scenario: "region-outage", Seed: 1, Faults: sim.FaultsNone, Partitions: o.partitions, FailoverProfile: o.profile,
 		Outage: time.Minute, Duration: warm, DNSTTL: demoDNSTTL,
 		Layout: &sim.FailoverLayout{Regions: o.regions, NodesPerRegion: o.nodesPerRegion, FirstRegionWrites: true,
-			MinDurability: o.minDurability(), RTT: rtt, ProcessKill: true}}
+			MinDurability: o.minDurability(), RTT: rtt, ProcessKill: true, ServiceSlots: slots, RequestService: requestService}}
 }
 
 // Bounds of the prediction's round trip.
@@ -197,9 +202,11 @@ const (
 // write's median latency as the clients measured it (a simulated strong
 // write costs two round trips, client to write region and write region
 // to the quorum, plus fsyncs), so that the model's network and disks are
-// as slow as this machine's loopback under its load; bounded.
-func demoRTT(steadyP50 float64) time.Duration {
-	d := time.Duration(steadyP50 / 2 * float64(time.Second))
+// as slow as this machine's loopback under its load; bounded. The
+// write's service time (requestService), which the prediction charges
+// apart, is taken out first.
+func demoRTT(steadyP50 float64, requestService time.Duration) time.Duration {
+	d := (time.Duration(steadyP50*float64(time.Second)) - requestService) / 2
 	return min(demoMaxRTT, max(demoMinRTT, d))
 }
 
@@ -207,8 +214,8 @@ func demoRTT(steadyP50 float64) time.Duration {
 func (d *demoRun) predict() error {
 	d.prog.phase("prediction", "the simulator's drill of the same layout, in process")
 	t0 := time.Now()
-	rtt := demoRTT(d.res.SteadyWriteLatency.P50)
-	pred, err := sim.Run(d.o.simConfig(rtt))
+	rtt := demoRTT(d.res.SteadyWriteLatency.P50, d.requestService)
+	pred, err := sim.Run(d.o.simConfig(rtt, d.requestService))
 	if err != nil {
 		return fmt.Errorf("prediction: %w", err)
 	}
@@ -216,6 +223,7 @@ func (d *demoRun) predict() error {
 		return errors.New("prediction: the simulator reported no failover figures")
 	}
 	d.res.Prediction, d.res.Paper, d.res.PredictionRTTMs = &pred, pred.Paper, msOf(rtt)
+	d.res.PredictionRequestServiceMs = msOf(d.requestService)
 	d.res.Phases["prediction"] = time.Since(t0).Seconds()
 	return nil
 }
@@ -231,6 +239,9 @@ type demoRun struct {
 	res     *demoResult
 	// trace records the writers' HTTP attempts from the kill on.
 	trace *demoTracer
+	// requestService is the service time per write measured on a burst
+	// before the kill (demo_burst.go), the prediction's.
+	requestService time.Duration
 }
 
 // runDemoDrill runs the whole drill, prints its report on stdout and
@@ -378,6 +389,25 @@ func (d *demoRun) drill(ctx context.Context) error {
 		res.DemoCPUCores = (processCPU() - selfCPU0).Seconds() / secs
 	}
 	res.SteadyWriteLatency = dc.steadyLatency()
+	if o.burst {
+		// The prediction's service time, measured on a burst like the
+		// one after the commit (demo_burst.go), once the steady latency
+		// is taken; then the burst's tail settles before the kill.
+		d.prog.phase("burst", fmt.Sprintf("one write to each of %d partitions at once: how fast this machine drains a burst, for the prediction", o.partitions))
+		n0, _ := dc.acks()
+		b0 := burstSample{at: time.Now(), acks: n0}
+		n, err := calibrationBurst(ctx, cl, o.partitions, o.valueBytes)
+		if err != nil {
+			return fmt.Errorf("burst: %w", err)
+		}
+		n1, _ := dc.acks()
+		b1 := burstSample{at: time.Now(), acks: n1 + n}
+		d.requestService = requestService(b0, b1)
+		res.BurstS, res.BurstAcked = b1.at.Sub(b0.at).Seconds(), n
+		if sleepCtx(ctx, time.Second); ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 	res.LoadAvg1Kill = loadAvg1()
 
 	// The region to kill: write region of the most partitions, as the
@@ -778,13 +808,8 @@ func demoPreloadAll(ctx context.Context, cl *kv.Client, partitions, size int) ([
 		return nil, err
 	}
 	out := make([]demoPreload, partitions)
-	found := 0
-	for i := 0; found < partitions; i++ {
-		k := "preload-" + strconv.Itoa(i)
-		if p := hp.Partition(k); out[p-1].key == "" {
-			out[p-1] = demoPreload{key: k, part: p, size: size}
-			found++
-		}
+	for i, k := range keyPerPartition(hp, "preload-", partitions) {
+		out[i] = demoPreload{key: k, part: uint32(i + 1), size: size}
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -809,6 +834,21 @@ func demoPreloadAll(ctx context.Context, cl *kv.Client, partitions, size int) ([
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
+}
+
+// keyPerPartition names one key of every partition, prefix and a number:
+// key i falls in partition i+1.
+func keyPerPartition(hp routing.Partitioner, prefix string, partitions int) []string {
+	out := make([]string, partitions)
+	found := 0
+	for i := 0; found < partitions; i++ {
+		k := prefix + strconv.Itoa(i)
+		if p := hp.Partition(k); out[p-1] == "" {
+			out[p-1] = k
+			found++
+		}
+	}
+	return out
 }
 
 func demoPreloadBytes(ps []demoPreload) uint64 {

@@ -44,8 +44,12 @@ type demoResult struct {
 	// SteadyWriteLatency: the strong Puts acknowledged before the kill.
 	SteadyWriteLatency sim.Dist `json:"steady_write_latency_s"`
 	// PredictionRTTMs is the round trip the prediction's layout models
-	// (half the steady write's median latency, see demoRTT).
+	// (half the steady write's median latency less its CPU, see demoRTT).
 	PredictionRTTMs float64 `json:"prediction_rtt_ms"`
+	// PredictionRequestServiceMs is the service time per write the
+	// prediction's shared queue charges (demo_burst.go; 0: none was
+	// measured, and the prediction models no queue).
+	PredictionRequestServiceMs float64 `json:"prediction_request_service_ms"`
 	// OutageS is how long the region was down (kill to restart).
 	OutageS float64 `json:"outage_s"`
 	// ResyncBytes: replication payload (keys and values of ops and
@@ -87,7 +91,11 @@ type demoResult struct {
 	// the Go client) used during the steady load.
 	AgentsCPUCores float64 `json:"agents_cpu_cores_steady"`
 	DemoCPUCores   float64 `json:"demo_cpu_cores_steady"`
-	LoadAvg1Kill   float64 `json:"loadavg_1m_at_kill"`
+	// BurstS and BurstAcked: how long the calibration burst took and
+	// how many of its writes were acknowledged (demo_burst.go).
+	BurstS       float64 `json:"calibration_burst_s"`
+	BurstAcked   uint64  `json:"calibration_burst_acked"`
+	LoadAvg1Kill float64 `json:"loadavg_1m_at_kill"`
 	// The machine's load average at the start and the end.
 	LoadAvg1Start float64 `json:"loadavg_1m_start"`
 	LoadAvg1End   float64 `json:"loadavg_1m_end"`
@@ -237,8 +245,10 @@ func printDemo(w io.Writer, r *demoResult) {
 		}
 		fmt.Fprintf(&b, "  %s %-36s %8.3f  want %s\n", mark, t.Name, t.Got, t.Want)
 	}
-	fmt.Fprintf(&b, "steady strong writes: p50 %.1f ms, p99 %.1f ms; the prediction's round trip is half the p50\n",
+	fmt.Fprintf(&b, "steady strong writes: p50 %.1f ms, p99 %.1f ms; the prediction's round trip is half the p50 less the service time\n",
 		1000*r.SteadyWriteLatency.P50, 1000*r.SteadyWriteLatency.P99)
+	fmt.Fprintf(&b, "the prediction's service time: %.3f ms per write (a burst of %d writes drained in %.2f s before the kill)\n",
+		r.PredictionRequestServiceMs, r.BurstAcked, r.BurstS)
 	fmt.Fprintf(&b, "machine: %d CPUs, load average %.2f at the start, %.2f at the kill, %.2f at the end; steady load: agents %.2f cores, writers %.2f\n",
 		r.NumCPU, r.LoadAvg1Start, r.LoadAvg1Kill, r.LoadAvg1End, r.AgentsCPUCores, r.DemoCPUCores)
 	fmt.Fprintf(&b, "%.0f s in all (prediction %.1f s)\n", r.WallS, r.Phases["prediction"])

@@ -88,6 +88,10 @@ func TestDemo(t *testing.T) {
 	require.NotNil(t, res.Prediction.FailoverReport)
 	assert.Equal(t, 24, res.Prediction.AffectedPartitions, "the prediction has the same layout")
 	assert.Contains(t, res.Prediction.Replay, "--nodes-per-region 2")
+	// The prediction's queue was measured on the burst before the kill.
+	assert.Equal(t, uint64(24), res.BurstAcked, "every partition took its burst write")
+	assert.Positive(t, res.PredictionRequestServiceMs)
+	assert.Contains(t, res.Prediction.Replay, "--service-slots 1 --request-service ")
 	assert.Contains(t, stderr.String(), "failover:", "the progress shows the phase")
 	assert.Contains(t, stderr.String(), "s left", "the progress counts down")
 

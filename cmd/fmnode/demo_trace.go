@@ -38,6 +38,11 @@ type demoAttempt struct {
 	start, gotConn, end time.Time
 	status              int // 0: a transport error
 	epoch               uint64
+	// host is the agent the attempt went to; reused whether it went on a
+	// connection the transport already had (false: one dialled for it,
+	// or one another request was dialling).
+	host   string
+	reused bool
 }
 
 func newDemoTracer(next http.RoundTripper) *demoTracer {
@@ -70,13 +75,19 @@ func (t *demoTracer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !ok {
 		return t.next.RoundTrip(r)
 	}
-	a := demoAttempt{start: time.Now()}
+	a := demoAttempt{start: time.Now(), host: r.URL.Host}
 	var gotConn atomic.Int64
+	var reused atomic.Bool
 	ctx := httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { gotConn.CompareAndSwap(0, time.Now().UnixNano()) },
+		GotConn: func(i httptrace.GotConnInfo) {
+			if gotConn.CompareAndSwap(0, time.Now().UnixNano()) {
+				reused.Store(i.Reused)
+			}
+		},
 	})
 	resp, err := t.next.RoundTrip(r.WithContext(ctx))
 	a.end = time.Now()
+	a.reused = reused.Load()
 	if g := gotConn.Load(); g != 0 {
 		a.gotConn = time.Unix(0, g)
 	}
@@ -175,7 +186,8 @@ func (t *demoTracer) split(writers map[uint32]demoRerouteEvents) demoRerouteSpli
 type demoRerouteEvents struct{ commit, promoted, acked time.Time }
 
 // dump writes every traced attempt (milliseconds from the kill) as JSON
-// lines: writer, start, got connection, end, status, epoch.
+// lines: writer, start, got connection, end, status, epoch, agent,
+// connection reused.
 func (t *demoTracer) dump(w io.Writer) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -189,7 +201,7 @@ func (t *demoTracer) dump(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	for id, l := range t.attempts {
 		for _, a := range l {
-			if err := enc.Encode([]any{id, ms(a.start), ms(a.gotConn), ms(a.end), a.status, a.epoch}); err != nil {
+			if err := enc.Encode([]any{id, ms(a.start), ms(a.gotConn), ms(a.end), a.status, a.epoch, a.host, a.reused}); err != nil {
 				return err
 			}
 		}

@@ -153,6 +153,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	layRTT := fs.Duration("rtt", 0, "region-outage with a layout: round trip between any two nodes (0: the WAN's)")
 	layFirst := fs.Bool("first-region-writes", false, "region-outage with a layout: every partition's first write region is the first region")
 	layKill := fs.Bool("process-kill", false, "region-outage with a layout: the outage kills processes, machines stay up (clients are refused at once, no timeout)")
+	laySlots := fs.Int("service-slots", 0, "region-outage with a layout: the nodes share one machine that serves this many client requests at once (with --request-service; 0: not modelled)")
+	layService := fs.Duration("request-service", 0, "region-outage with a layout: how long each client request a node serves holds one of the --service-slots (0: not modelled)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole sweep to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile (after the sweep) to this file")
 	summaryOut := fs.String("summary-out", "", "append the sweep's summary object (one JSON line) to this file")
@@ -214,10 +216,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		DNSTTL: *dnsTTL, DNSStale: *dnsStale, RerouteTrace: *rerouteTrace,
 		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage, PreloadBytes: *preload,
 	}
-	for _, name := range []string{"regions", "nodes-per-region", "min-durability", "rtt", "first-region-writes", "process-kill"} {
+	for _, name := range []string{"regions", "nodes-per-region", "min-durability", "rtt", "first-region-writes", "process-kill", "service-slots", "request-service"} {
 		if flagSet(fs, name) {
 			base.Layout = &sim.FailoverLayout{Regions: *layRegions, NodesPerRegion: *layNodes, MinDurability: *layMinDur,
-				RTT: *layRTT, FirstRegionWrites: *layFirst, ProcessKill: *layKill}
+				RTT: *layRTT, FirstRegionWrites: *layFirst, ProcessKill: *layKill, ServiceSlots: *laySlots, RequestService: *layService}
 		}
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,

@@ -1,0 +1,65 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestServiceQueue: requests that arrive together leave one service time
+// apart per slot, in arrival order; an idle queue serves at once.
+func TestServiceQueue(t *testing.T) {
+	assert.Nil(t, newServiceQueue(0, time.Millisecond), "no slots: not modelled")
+	assert.Nil(t, newServiceQueue(2, 0), "no cost: not modelled")
+
+	q := newServiceQueue(1, time.Millisecond)
+	for i := 1; i <= 5; i++ {
+		assert.Equal(t, time.Duration(i)*time.Millisecond, q.serve(0), "request %d of a burst", i)
+	}
+	assert.Equal(t, time.Second+time.Millisecond, q.serve(time.Second), "the queue drained meanwhile")
+
+	q = newServiceQueue(2, time.Millisecond)
+	got := []time.Duration{q.serve(0), q.serve(0), q.serve(0), q.serve(0)}
+	assert.Equal(t, []time.Duration{time.Millisecond, time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond}, got, "two slots drain twice as fast")
+}
+
+// TestFailoverLayoutServiceQueue: a queue the nodes share delays the burst
+// of writes after the commit, so the reroute grows with its service time
+// (the no-queue run is the control), and the run replays from its
+// command; half a layout's service model is refused naming the field.
+func TestFailoverLayoutServiceQueue(t *testing.T) {
+	run := func(slots int, cost time.Duration) *Result {
+		t.Helper()
+		lay := &FailoverLayout{Regions: 3, NodesPerRegion: 3, FirstRegionWrites: true, MinDurability: 2, RTT: time.Millisecond,
+			ProcessKill: true, ServiceSlots: slots, RequestService: cost}
+		res, err := Run(Config{Scenario: "region-outage", Seed: 5, Partitions: 200, FailoverProfile: "fast", Outage: time.Minute,
+			Duration: 30 * time.Second, Layout: lay})
+		require.NoError(t, err)
+		require.Empty(t, res.Violations)
+		require.NotNil(t, res.FailoverReport)
+		assert.Zero(t, res.NotFailedOver)
+		return &res
+	}
+	none, queued := run(0, 0), run(1, 10*time.Millisecond)
+	assert.NotContains(t, none.Replay, "--service-slots")
+	assert.Contains(t, queued.Replay, "--service-slots 1 --request-service 10ms")
+	// 200 writers at 10 ms each drain in 2 s, four poll intervals: the
+	// slowest reroutes wait for most of it.
+	assert.Greater(t, queued.ClientReroute.Max, none.ClientReroute.Max+1, "the burst queues")
+	assert.Greater(t, queued.ClientReroute.P50, none.ClientReroute.P50, "the median writer queues too")
+	assert.Equal(t, none.Detection, queued.Detection, "the queue serves clients, not the failover")
+
+	for _, bad := range []FailoverLayout{
+		{ServiceSlots: 1},
+		{RequestService: time.Millisecond},
+		{ServiceSlots: -1, RequestService: time.Millisecond},
+		{ServiceSlots: 1, RequestService: time.Second},
+	} {
+		bad.Regions, bad.NodesPerRegion, bad.MinDurability, bad.RTT = 3, 1, 1, time.Millisecond
+		err := bad.validate()
+		require.ErrorIs(t, err, ErrConfig, "%+v", bad)
+		assert.Regexp(t, "ServiceSlots|RequestService", err.Error())
+	}
+}
