@@ -22,6 +22,10 @@ const (
 	maxReplicas = 16
 	// maxContactBackoff bounds Config.MaxContactBackoff.
 	maxContactBackoff = 5 * time.Minute
+	// maxParkedPolls and maxPollWait bound Config.MaxParkedPolls and
+	// Config.MaxPollWait.
+	maxParkedPolls = 1 << 16
+	maxPollWait    = time.Minute
 )
 
 // Config is the configuration of a Host: the limits and timings shared by
@@ -50,6 +54,14 @@ type Config struct {
 	MaxPendingWrites int
 	// MaxPendingReads bounds the reads a host queues between two Readys.
 	MaxPendingReads int
+	// MaxParkedPolls bounds the clients' polls a host's followers hold
+	// until their route moves (poll.go); beyond it a poll is answered at
+	// once. Keep it below the requests the driver serves at once. 0: no
+	// poll is held.
+	MaxParkedPolls int
+	// MaxPollWait bounds how long a poll is held (the client asks for its
+	// WriteRequest.PollWait). 0: no poll is held.
+	MaxPollWait time.Duration
 	// MaxTailOps bounds the committed ops a write region keeps in memory
 	// for replication (older ones are fetched from the store).
 	MaxTailOps int
@@ -119,6 +131,8 @@ const (
 	DefaultMaxInflightOps     = 1024
 	DefaultMaxPendingWrites   = 1024
 	DefaultMaxPendingReads    = 1 << 16
+	DefaultMaxParkedPolls     = 512 // half the data API's DefaultMaxInFlight
+	DefaultMaxPollWait        = 2 * time.Second
 	DefaultMaxTailOps         = 256
 	DefaultRetainLogOps       = 1024
 	DefaultMaxLogOps          = 1 << 16
@@ -144,6 +158,8 @@ func DefaultConfig(region Region, boot uint64) Config {
 		MaxInflightOps:     DefaultMaxInflightOps,
 		MaxPendingWrites:   DefaultMaxPendingWrites,
 		MaxPendingReads:    DefaultMaxPendingReads,
+		MaxParkedPolls:     DefaultMaxParkedPolls,
+		MaxPollWait:        DefaultMaxPollWait,
 		MaxTailOps:         DefaultMaxTailOps,
 		RetainLogOps:       DefaultRetainLogOps,
 		MaxLogOps:          DefaultMaxLogOps,
@@ -181,6 +197,10 @@ func (c Config) Validate() error {
 		return configErr("MaxPendingWrites", "must be at least 1, got %d", c.MaxPendingWrites)
 	case c.MaxPendingReads < 1:
 		return configErr("MaxPendingReads", "must be at least 1, got %d", c.MaxPendingReads)
+	case c.MaxParkedPolls < 0 || c.MaxParkedPolls > maxParkedPolls:
+		return configErr("MaxParkedPolls", "must be in [0, %d], got %d", maxParkedPolls, c.MaxParkedPolls)
+	case c.MaxPollWait < 0 || c.MaxPollWait > maxPollWait:
+		return configErr("MaxPollWait", "must be in [0, %v], got %v", maxPollWait, c.MaxPollWait)
 	case c.MaxTailOps < 0:
 		return configErr("MaxTailOps", "must not be negative, got %d", c.MaxTailOps)
 	case c.MaxLogOps < c.RetainLogOps+c.CompactStepOps:

@@ -58,6 +58,9 @@ type Host struct {
 	quorums   map[string]quorum.WriteQuorum // interned, shared read-only
 	violation error
 	stats     HostStats
+	// parked are the polls followers hold (poll.go), at most
+	// Config.MaxParkedPolls.
+	parked []parkedPoll
 
 	// leaseGen is the node's current lease run; with leaseGated set a
 	// replica counts its lease only when validated for that run (see
@@ -89,6 +92,10 @@ type HostStats struct {
 	Mismatches       uint64 // append responses reporting a log mismatch
 	Heartbeats       uint64 // appends sent without ops by the timer
 	AcksWithheld     uint64 // write acks turned into unknown outcomes: the lease had lapsed
+	PollsHeld        uint64 // polls a follower held for its route to move (poll.go)
+	PollsReleased    uint64 // held polls answered because the route moved
+	PollsExpired     uint64 // held polls answered at the end of their wait
+	PollsNotHeld     uint64 // polls answered at once: MaxParkedPolls were held
 }
 
 // Ready is what a Host hands its driver. See Host for the contract.
@@ -234,6 +241,7 @@ func (h *Host) Close(p ID) {
 		}
 		r.h = nil
 		h.dirty = slices.DeleteFunc(h.dirty, func(x *Replica) bool { return x == r })
+		h.releasePolls(h.now, false) // its held polls: the partition is gone
 	}
 }
 
@@ -514,18 +522,24 @@ func (h *Host) Tick(now time.Duration) {
 		r.tick(now)
 		h.schedule(now, r)
 	}
+	h.releasePolls(now, true)
 }
 
-// NextDeadline returns the earliest timer, if any.
+// NextDeadline returns the earliest timer, if any: a replica's or the end
+// of a held poll's wait.
 func (h *Host) NextDeadline() (time.Duration, bool) {
+	pd, pok := h.pollDeadline()
 	for h.timers.Len() > 0 {
 		e := h.timers[0]
 		if e.r.h != nil && e.r.timerAt == e.at {
+			if pok {
+				return min(e.at, pd), true
+			}
 			return e.at, true
 		}
 		h.timers.pop()
 	}
-	return 0, false
+	return pd, pok
 }
 
 // schedule (re)arms r's timer after r changed.
@@ -545,6 +559,9 @@ func (h *Host) HasReady() bool { return len(h.dirty) > 0 || !h.rd.Empty() }
 // must do. now stamps the messages' send times.
 func (h *Host) Ready(now time.Duration) Ready {
 	h.seen(now)
+	// Before the flush: a held poll served by a replica that just became
+	// the write region goes out with this Ready's writes.
+	h.releasePolls(now, false)
 	for i := 0; i < len(h.dirty); i++ { // flush may dirty more replicas
 		r := h.dirty[i]
 		r.flush(now)

@@ -315,6 +315,9 @@ func (r *Replica) clientWrite(now time.Duration, req *WriteRequest) {
 		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref, Err: err})
 		return
 	}
+	if req.PollWait > 0 && r.redirectOf(req.Epoch) != nil && r.park(now, req) {
+		return // a poll with nothing new to tell yet (poll.go)
+	}
 	if err := r.redirect(req.Epoch); err != nil {
 		r.h.reply(Reply{Kind: ReplyWrite, Partition: r.id, Ref: req.Ref, Err: err})
 		return

@@ -133,6 +133,12 @@ type WriteRequest struct {
 	// current state satisfies it, else answered with a
 	// *ConditionFailedError (see cas.go). nil: unconditional.
 	If *Condition
+	// PollWait, if positive, says the write is a client's poll for a
+	// pending failover (routing's Decision.Poll): a follower of Epoch,
+	// which would redirect it with nothing new, may hold it up to
+	// PollWait (at most Config.MaxPollWait) and handle it when its route
+	// moves (poll.go). 0: answered at once.
+	PollWait time.Duration
 }
 
 // ReadRequest is a client read.
