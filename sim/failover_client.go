@@ -99,6 +99,9 @@ type foClient struct {
 	// error not yet reported (see failover_gray.go).
 	sentRegion quorum.Region
 	grayErr    foClientErr
+	// pollWait is the current attempt's Decision.PollWait: a poll the
+	// replica may hold until the route moves (partition/poll.go).
+	pollWait time.Duration
 	// pendingSends and pendingQueries count the attempts and DNS queries
 	// the client made while its partition's failover was pending (the
 	// load a long outage puts on the live regions).
@@ -315,6 +318,7 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 		c.maxEpoch = max(c.maxEpoch, d.Entry.Epoch)
 		c.sentEpoch = d.Entry.Epoch
 		c.sentRegion = quorum.Region(d.Region)
+		c.pollWait = d.PollWait
 		if fw.m.pending(c) {
 			c.pendingSends++
 		}
@@ -334,6 +338,7 @@ func (fw *foWorld) clientStep(c *foClient, d routing.Decision) {
 		if d.Timeout > 0 {
 			timeout = min(timeout, d.Timeout) // a quick half-open probe
 		}
+		timeout += d.PollWait // a held poll may take that much longer
 		fw.traceSend(c, d, ri, timeout)
 		c.timeoutAt = w.Now() + timeout
 		c.timeoutEv = w.Sched.After(timeout, NoNode, foClients{fw}, fw.cArg(c, foCTimeout))
@@ -383,7 +388,8 @@ func (fw *foWorld) clientArrive(c *foClient) {
 	p := fw.parts[c.part].id
 	epoch := partition.Epoch(c.sentEpoch)
 	if c.write {
-		n.node.Write(n.local(), &partition.WriteRequest{Partition: p, Epoch: epoch, Ref: ref, Key: c.key, Value: []byte(c.value)})
+		n.node.Write(n.local(), &partition.WriteRequest{Partition: p, Epoch: epoch, Ref: ref, Key: c.key, Value: []byte(c.value),
+			PollWait: c.pollWait})
 	} else {
 		lvl := partition.Strong
 		if c.level != 0 {

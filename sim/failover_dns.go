@@ -191,7 +191,7 @@ func newFoDNS(fw *foWorld, ttl, stale time.Duration) (*foDNS, error) {
 		// One breaker per (partition, region) pair may be open at once in
 		// a region outage: the default bound (65,536) is below that with
 		// 100k partitions.
-		rt, err := routing.NewRouter(routing.RouterConfig{Partitions: uint32(len(fw.parts)) + 1, Rand: fw.rng,
+		rt, err := routing.NewRouter(routing.RouterConfig{Partitions: uint32(len(fw.parts)) + 1, Rand: fw.rng, NoPollWait: fw.spec.noPollWait,
 			Breaker: routing.BreakerConfig{MaxBreakers: max(65536, len(fw.parts)*nr)}})
 		if err != nil {
 			return nil, fmt.Errorf("sim: router: %w", err)

@@ -39,6 +39,11 @@ type FailoverLayout struct {
 	// (failover_service.go); 0 charges nothing.
 	ServiceSlots   int
 	RequestService time.Duration
+	// NoPollWait: the clients' polls of a pending failover are answered
+	// at once, as before the replicas held them (routing's
+	// RouterConfig.NoPollWait; partition/poll.go): the model of clients
+	// or agents without the long poll.
+	NoPollWait bool
 }
 
 // Bounds of a FailoverLayout.
@@ -85,6 +90,7 @@ func (l *FailoverLayout) apply(spec *foSpec) {
 	spec.regions, spec.nodesPerRegion, spec.minDurability, spec.rtt = l.Regions, l.NodesPerRegion, l.MinDurability, l.RTT
 	spec.refuseDown = l.ProcessKill
 	spec.serviceSlots, spec.requestService = l.ServiceSlots, l.RequestService
+	spec.noPollWait = l.NoPollWait
 	if l.FirstRegionWrites {
 		spec.writeShare = []float64{1}
 	}

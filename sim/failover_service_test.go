@@ -63,3 +63,31 @@ func TestFailoverLayoutServiceQueue(t *testing.T) {
 		assert.Regexp(t, "ServiceSlots|RequestService", err.Error())
 	}
 }
+
+// TestFailoverLayoutHeldPolls: with the replicas holding the clients'
+// polls (partition/poll.go), the commit reaches the polling writers at
+// once instead of at their next poll, 375-500 ms apart: the reroute's
+// median drops by most of a poll interval's half; without them
+// (--no-poll-wait) it is what it was. Nothing else of the failover moves.
+func TestFailoverLayoutHeldPolls(t *testing.T) {
+	run := func(noWait bool) *Result {
+		t.Helper()
+		lay := &FailoverLayout{Regions: 3, NodesPerRegion: 3, FirstRegionWrites: true, MinDurability: 2, RTT: time.Millisecond,
+			ProcessKill: true, NoPollWait: noWait}
+		res, err := Run(Config{Scenario: "region-outage", Seed: 5, Partitions: 200, FailoverProfile: "fast", Outage: time.Minute,
+			Duration: 30 * time.Second, Layout: lay})
+		require.NoError(t, err)
+		require.Empty(t, res.Violations)
+		require.Equal(t, LinOK, res.Linearizable)
+		require.NotNil(t, res.FailoverReport)
+		assert.Zero(t, res.NotFailedOver)
+		return &res
+	}
+	held, polled := run(false), run(true)
+	assert.NotContains(t, held.Replay, "--no-poll-wait")
+	assert.Contains(t, polled.Replay, "--no-poll-wait")
+	assert.Less(t, held.ClientReroute.P50, polled.ClientReroute.P50-0.1, "held polls: the median writer hears of the commit at once")
+	assert.Less(t, held.ClientReroute.P50, 0.05, "a round trip or two, not a poll interval")
+	assert.Less(t, held.ClientReroute.Max, polled.ClientReroute.Max)
+	assert.Equal(t, polled.Detection, held.Detection, "polls do not move the failover")
+}

@@ -49,6 +49,8 @@ type foSpec struct {
 	// (failover_service.go).
 	serviceSlots   int
 	requestService time.Duration
+	// noPollWait: the clients' routers do not ask for held polls.
+	noPollWait bool
 	// noDNS leaves out the simulated DNS path (publishers and client
 	// resolvers model servers outside the nodes); only a world without
 	// clients may do so.

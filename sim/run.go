@@ -226,6 +226,9 @@ func ReplayCommand(cfg Config) string {
 		if l.ServiceSlots > 0 {
 			fmt.Fprintf(&b, " --service-slots %d --request-service %v", l.ServiceSlots, l.RequestService)
 		}
+		if l.NoPollWait {
+			b.WriteString(" --no-poll-wait")
+		}
 	}
 	// These shape the run too: without them the command would replay
 	// another run.

@@ -152,6 +152,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	layMinDur := fs.Int("min-durability", 1, "region-outage with a layout: every register's minimum durability")
 	layRTT := fs.Duration("rtt", 0, "region-outage with a layout: round trip between any two nodes (0: the WAN's)")
 	layFirst := fs.Bool("first-region-writes", false, "region-outage with a layout: every partition's first write region is the first region")
+	layNoPollWait := fs.Bool("no-poll-wait", false, "region-outage with a layout: replicas answer the clients' polls of a pending failover at once instead of holding them until the route moves")
 	layKill := fs.Bool("process-kill", false, "region-outage with a layout: the outage kills processes, machines stay up (clients are refused at once, no timeout)")
 	laySlots := fs.Int("service-slots", 0, "region-outage with a layout: the nodes share one machine that serves this many client requests at once (with --request-service; 0: not modelled)")
 	layService := fs.Duration("request-service", 0, "region-outage with a layout: how long each client request a node serves holds one of the --service-slots (0: not modelled)")
@@ -216,10 +217,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		DNSTTL: *dnsTTL, DNSStale: *dnsStale, RerouteTrace: *rerouteTrace,
 		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage, PreloadBytes: *preload,
 	}
-	for _, name := range []string{"regions", "nodes-per-region", "min-durability", "rtt", "first-region-writes", "process-kill", "service-slots", "request-service"} {
+	for _, name := range []string{"regions", "nodes-per-region", "min-durability", "rtt", "first-region-writes", "process-kill", "service-slots", "request-service", "no-poll-wait"} {
 		if flagSet(fs, name) {
 			base.Layout = &sim.FailoverLayout{Regions: *layRegions, NodesPerRegion: *layNodes, MinDurability: *layMinDur,
-				RTT: *layRTT, FirstRegionWrites: *layFirst, ProcessKill: *layKill, ServiceSlots: *laySlots, RequestService: *layService}
+				RTT: *layRTT, FirstRegionWrites: *layFirst, ProcessKill: *layKill, ServiceSlots: *laySlots, RequestService: *layService,
+				NoPollWait: *layNoPollWait}
 		}
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,

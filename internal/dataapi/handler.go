@@ -137,6 +137,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	if rh.If != nil && !write {
 		return h.fail(w, r, errf(http.StatusBadRequest, CodeBadHeader, "dataapi: %s and %s are for PUT and DELETE", HeaderIfMatch, HeaderIfNoneMatch))
 	}
+	if rh.PollWait > 0 && !write {
+		return h.fail(w, r, errf(http.StatusBadRequest, CodeBadHeader, "dataapi: %s is for PUT and DELETE", HeaderPollWait))
+	}
 	var value []byte
 	if r.Method == http.MethodPut {
 		if value, ae = h.readBody(w, r, len(key)); ae != nil {
@@ -148,7 +151,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) int {
 	var reply partition.Reply
 	if write {
 		reply, err = h.cfg.Backend.Write(ctx, partition.WriteRequest{Partition: p, Epoch: rh.Epoch, Key: key, Value: value,
-			Delete: r.Method == http.MethodDelete, If: rh.If})
+			Delete: r.Method == http.MethodDelete, If: rh.If, PollWait: rh.PollWait})
 	} else {
 		reply, err = h.cfg.Backend.Read(ctx, partition.ReadRequest{Partition: p, Key: key, Consistency: rh.Consistency,
 			Epoch: rh.Epoch, Token: rh.Token})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/fmnode/fmnode/partition"
 	"github.com/fmnode/fmnode/txtdns/routing"
@@ -40,6 +41,11 @@ const (
 	// HeaderIfNoneMatch (request, PUT and DELETE): "*": applied only if
 	// the key holds no value.
 	HeaderIfNoneMatch = "If-None-Match"
+	// HeaderPollWait (request, PUT and DELETE): the write is a poll for
+	// a pending failover (routing's Target.Poll); a follower with nothing
+	// new to tell may hold it up to this many milliseconds, until it
+	// learns the partition's new route (partition/poll.go).
+	HeaderPollWait = "Fm-Poll-Wait"
 )
 
 // Encoding bounds.
@@ -50,6 +56,9 @@ const (
 	MaxEpochLen = 20
 	// maxConsistencyLen bounds a consistency header ("eventual").
 	maxConsistencyLen = 16
+	// MaxPollWaitMillis bounds Fm-Poll-Wait (a minute); the partition's
+	// MaxPollWait clamps it further.
+	MaxPollWaitMillis = 60000
 )
 
 // ErrMalformed is wrapped by every header decoding error.
@@ -95,6 +104,34 @@ func ParseEpoch(s string) (partition.Epoch, error) {
 		return 0, fmt.Errorf("%w: epoch: %w", ErrMalformed, err)
 	}
 	return partition.Epoch(v), nil
+}
+
+// FormatPollWait encodes a poll's wait for Fm-Poll-Wait: whole
+// milliseconds, at least 1.
+func FormatPollWait(d time.Duration) string {
+	return strconv.FormatInt(max(1, d.Milliseconds()), 10)
+}
+
+// ParsePollWait decodes Fm-Poll-Wait: canonical decimal milliseconds in
+// [1, MaxPollWaitMillis].
+func ParsePollWait(s string) (time.Duration, error) {
+	bad := func() (time.Duration, error) {
+		return 0, fmt.Errorf("%w: poll wait %.*q is not milliseconds in [1, %d]", ErrMalformed, 8, s, MaxPollWaitMillis)
+	}
+	if s == "" || len(s) > 5 || s[0] == '0' {
+		return bad()
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return bad()
+		}
+		v = v*10 + int(s[i]-'0')
+	}
+	if v > MaxPollWaitMillis {
+		return bad()
+	}
+	return time.Duration(v) * time.Millisecond, nil
 }
 
 // ParseConsistency decodes a consistency level by its canonical name
@@ -156,6 +193,8 @@ type RequestHeaders struct {
 	// If is the compare-and-set condition of If-Match or If-None-Match
 	// (nil: none; both headers together are malformed).
 	If *partition.Condition
+	// PollWait is Fm-Poll-Wait's (0: absent).
+	PollWait time.Duration
 }
 
 // HeaderError is a malformed request header; Header names it.
@@ -192,6 +231,13 @@ func ParseRequestHeaders(h http.Header) (RequestHeaders, error) {
 	} else if ok {
 		if rh.Token, err = ParseToken(s); err != nil {
 			return rh, &HeaderError{Header: HeaderSession, Err: err}
+		}
+	}
+	if s, ok, err := single(h, HeaderPollWait); err != nil {
+		return rh, err
+	} else if ok {
+		if rh.PollWait, err = ParsePollWait(s); err != nil {
+			return rh, &HeaderError{Header: HeaderPollWait, Err: err}
 		}
 	}
 	return rh, parseCondition(h, &rh)
@@ -243,6 +289,9 @@ func (rh RequestHeaders) Encode(h http.Header) {
 	}
 	if rh.Token != (partition.Token{}) {
 		h.Set(HeaderSession, FormatToken(rh.Token))
+	}
+	if rh.PollWait > 0 {
+		h.Set(HeaderPollWait, FormatPollWait(rh.PollWait))
 	}
 	switch {
 	case rh.If == nil:

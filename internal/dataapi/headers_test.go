@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,6 +129,14 @@ func TestParseRequestHeaders(t *testing.T) {
 		{"bad session", http.Header{HeaderSession: {"4.9"}}, RequestHeaders{}, HeaderSession},
 		{"repeated epoch", http.Header{HeaderEpoch: {"1", "2"}}, RequestHeaders{}, HeaderEpoch},
 		{"repeated session", http.Header{HeaderSession: {"1:1", "1:1"}}, RequestHeaders{}, HeaderSession},
+		{"poll wait", http.Header{HeaderEpoch: {"4"}, HeaderPollWait: {"1000"}}, RequestHeaders{Epoch: 4, PollWait: time.Second}, ""},
+		{"longest poll wait", http.Header{HeaderPollWait: {"60000"}}, RequestHeaders{PollWait: time.Minute}, ""},
+		{"poll wait too long", http.Header{HeaderPollWait: {"60001"}}, RequestHeaders{}, HeaderPollWait},
+		{"poll wait zero", http.Header{HeaderPollWait: {"0"}}, RequestHeaders{}, HeaderPollWait},
+		{"poll wait leading zero", http.Header{HeaderPollWait: {"0100"}}, RequestHeaders{}, HeaderPollWait},
+		{"poll wait not ms", http.Header{HeaderPollWait: {"1s"}}, RequestHeaders{}, HeaderPollWait},
+		{"poll wait negative", http.Header{HeaderPollWait: {"-5"}}, RequestHeaders{}, HeaderPollWait},
+		{"repeated poll wait", http.Header{HeaderPollWait: {"5", "5"}}, RequestHeaders{}, HeaderPollWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseRequestHeaders(tc.h)
@@ -204,6 +213,28 @@ func FuzzHeaders(f *testing.F) {
 		}
 		if s, ok := h[HeaderSession]; ok && FormatToken(rh.Token) != s[0] {
 			t.Fatalf("session %q re-encodes to %q", s[0], FormatToken(rh.Token))
+		}
+	})
+}
+
+// FuzzPollWait: the Fm-Poll-Wait decoder never panics, accepts only
+// [1 ms, MaxPollWaitMillis], and what it accepts re-encodes to the same
+// string.
+func FuzzPollWait(f *testing.F) {
+	for _, s := range []string{"1", "1000", "60000", "60001", "0", "01", "-1", "1e3", "99999", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParsePollWait(s)
+		if err != nil {
+			require.ErrorIs(t, err, ErrMalformed)
+			return
+		}
+		if d < time.Millisecond || d > MaxPollWaitMillis*time.Millisecond {
+			t.Fatalf("accepted %q as %v", s, d)
+		}
+		if got := FormatPollWait(d); got != s {
+			t.Fatalf("ParsePollWait(%q) re-encodes to %q", s, got)
 		}
 	})
 }

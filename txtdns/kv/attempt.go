@@ -78,6 +78,10 @@ func (c *Client) attempt(ctx context.Context, o *op, t routing.Target) (routing.
 	if (o.write() || o.cons == routing.ConsistencyStrong) && t.Epoch != 0 {
 		hd[HeaderEpoch] = []string{strconv.FormatUint(t.Epoch, 10)}
 	}
+	if o.write() && t.Poll && t.PollWait > 0 {
+		// A poll: the live replica may hold it until the route moves.
+		hd[HeaderPollWait] = []string{strconv.FormatInt(max(1, t.PollWait.Milliseconds()), 10)}
+	}
 	if o.cas {
 		if o.expect.IsZero() {
 			hd[HeaderIfNoneMatch] = []string{"*"}

@@ -440,3 +440,30 @@ func BenchmarkPut(b *testing.B) {
 		}
 	}
 }
+
+// TestPollAsksToBeHeld: while the write region is down and the live
+// replicas still name it, the client polls them, and once it knows a
+// region's round trip its polls carry Fm-Poll-Wait (the routing default,
+// 1 s), which the data API hands the backend as the write's PollWait; the
+// failover's commit then ends the write. (The MemBackends answer at once;
+// partition/poll.go's tests hold.)
+func TestPollAsksToBeHeld(t *testing.T) {
+	w := newWorld(t, worldOpts{})
+	w.regions["a"].srv.Close()
+	w.tr.CloseIdleConnections()
+	ctx := opCtx(t)
+	done := make(chan error, 1)
+	go func() { done <- w.client.Put(ctx, "k", []byte("v")) }()
+	polled := func() int64 { return w.regions["b"].faults.heldPolls.Load() + w.regions["c"].faults.heldPolls.Load() }
+	require.Eventually(t, func() bool { return polled() > 0 }, opWait, time.Millisecond, "no poll asked to be held")
+	for _, r := range []string{"b", "c"} {
+		if w.regions[r].faults.heldPolls.Load() > 0 {
+			assert.Equal(t, int64(routing.DefaultPollWait), w.regions[r].faults.lastPollWait.Load())
+		}
+	}
+	w.failover(t, 2, "b")
+	require.NoError(t, <-done)
+	v, ok := w.stored(t, "b", "k")
+	require.True(t, ok)
+	assert.Equal(t, []byte("v"), v)
+}

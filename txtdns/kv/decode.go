@@ -27,6 +27,7 @@ const (
 	HeaderWriteToken     = "Fm-Write-Token"
 	HeaderIfMatch        = "If-Match"
 	HeaderIfNoneMatch    = "If-None-Match"
+	HeaderPollWait       = "Fm-Poll-Wait"
 )
 
 // Decoding bounds: what an agent sends is outside input.

@@ -27,6 +27,7 @@ func TestContract(t *testing.T) {
 		{HeaderSession, dataapi.HeaderSession}, {HeaderWriteRegion, dataapi.HeaderWriteRegion},
 		{HeaderPartition, dataapi.HeaderPartition}, {HeaderVersion, dataapi.HeaderVersion},
 		{HeaderRedirectReason, dataapi.HeaderRedirectReason}, {HeaderWriteToken, dataapi.HeaderWriteToken},
+		{HeaderPollWait, dataapi.HeaderPollWait},
 		{CodeRedirect, dataapi.CodeRedirect}, {CodeBackpressure, dataapi.CodeBackpressure},
 		{CodeLeaseExpired, dataapi.CodeLeaseExpired}, {CodeNotReady, dataapi.CodeNotReady},
 		{CodeStale, dataapi.CodeStale}, {CodeStalenessBound, dataapi.CodeStalenessBound},

@@ -144,6 +144,10 @@ func opCtx(t testing.TB) context.Context {
 type faultBackend struct {
 	inner         dataapi.Backend
 	writes, reads atomic.Int64
+	// heldPolls counts the writes that asked to be held as polls
+	// (PollWait), lastPollWait the last one's wait.
+	heldPolls    atomic.Int64
+	lastPollWait atomic.Int64
 
 	mu        sync.Mutex
 	writeErrs []error
@@ -179,6 +183,10 @@ func (f *faultBackend) next(errs *[]error) (error, <-chan struct{}) {
 
 func (f *faultBackend) Write(ctx context.Context, req partition.WriteRequest) (partition.Reply, error) {
 	f.writes.Add(1)
+	if req.PollWait > 0 {
+		f.heldPolls.Add(1)
+		f.lastPollWait.Store(int64(req.PollWait))
+	}
 	fault, gate := f.next(&f.writeErrs)
 	if err := wait(ctx, gate); err != nil {
 		return partition.Reply{}, err

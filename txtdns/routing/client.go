@@ -58,7 +58,13 @@ type Config struct {
 	// client polls live replicas at most this far apart until one knows
 	// the new epoch. Default 500 ms.
 	RedirectPoll time.Duration
-	// AttemptTimeout, if set, bounds each call of the operation.
+	// PollWait is how long a poll asks the live replica to hold it until
+	// the partition's route moves (RouterConfig.PollWait). Default 1 s;
+	// NoPollWait turns it off.
+	PollWait   time.Duration
+	NoPollWait bool
+	// AttemptTimeout, if set, bounds each call of the operation (a held
+	// poll's by AttemptTimeout + PollWait).
 	AttemptTimeout time.Duration
 	// NoPollSharing makes every operation Exec runs send its own polls
 	// while a failover is pending. By default concurrent operations of
@@ -141,7 +147,7 @@ func (c *Config) setDefaults() error {
 		return err
 	}
 	c.MaxAttempts, c.MaxRedirects, c.MaxRunOffer = rc.MaxAttempts, rc.MaxRedirects, rc.MaxRunOffer
-	c.BackoffBase, c.BackoffMax, c.RedirectPoll = rc.BackoffBase, rc.BackoffMax, rc.RedirectPoll
+	c.BackoffBase, c.BackoffMax, c.RedirectPoll, c.PollWait = rc.BackoffBase, rc.BackoffMax, rc.RedirectPoll, rc.PollWait
 	c.MinTTL, c.MaxTTL, c.RedirectTTL = rc.MinTTL, rc.MaxTTL, rc.RedirectTTL
 	c.MaxStale, c.MinRefreshInterval, c.Breaker = rc.MaxStale, rc.MinRefreshInterval, rc.Breaker
 	return nil
@@ -153,6 +159,7 @@ func (c *Config) routerConfig() RouterConfig {
 		Partitions: c.Partitioner.Partitions(), PreferredRegions: c.PreferredRegions,
 		MaxAttempts: c.MaxAttempts, MaxRedirects: c.MaxRedirects,
 		BackoffBase: c.BackoffBase, BackoffMax: c.BackoffMax, RedirectPoll: c.RedirectPoll,
+		PollWait: c.PollWait, NoPollWait: c.NoPollWait,
 		MinTTL: c.MinTTL, MaxTTL: c.MaxTTL, RedirectTTL: c.RedirectTTL, MaxStale: c.MaxStale,
 		MinRefreshInterval: c.MinRefreshInterval, MaxRunOffer: c.MaxRunOffer, Breaker: c.Breaker,
 		Retryable: c.Retryable, IsStaleRead: c.IsStaleRead, Rand: c.Rand,
@@ -186,6 +193,9 @@ type Target struct {
 	// pending failover committed (Decision.Poll). Exec shares such polls
 	// among the concurrent operations of the partition.
 	Poll bool
+	// PollWait, on a Poll, is how long the replica may hold it until the
+	// route moves (Decision.PollWait): send it with the request.
+	PollWait time.Duration
 }
 
 // Op performs one attempt of an operation at t. It returns the session
@@ -448,7 +458,7 @@ func (call *Call) Next(ctx context.Context) Step {
 			now := c.clock.Now()
 			t, err := c.target(ctx, p, d.Entry, d.Region, call.req, d.Attempt, now)
 			if err == nil {
-				t.Timeout, t.Poll = d.Timeout, d.Poll
+				t.Timeout, t.Poll, t.PollWait = d.Timeout, d.Poll, d.PollWait
 				return Step{Target: t}
 			}
 			if ctx.Err() != nil {
@@ -532,6 +542,9 @@ var errPollAbandoned = errors.New("routing: poll abandoned")
 
 func (c *Client) call(ctx context.Context, op Op, t Target) (SessionToken, error) {
 	timeout := c.cfg.AttemptTimeout
+	if timeout > 0 {
+		timeout += t.PollWait
+	}
 	if t.Timeout > 0 && (timeout <= 0 || t.Timeout < timeout) {
 		timeout = t.Timeout
 	}

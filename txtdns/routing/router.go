@@ -13,6 +13,10 @@ import (
 // new (see RouterConfig.RedirectPoll).
 const DefaultRedirectPoll = 500 * time.Millisecond
 
+// DefaultPollWait is how long a poll asks the live replica to hold it
+// until the partition's route moves (see RouterConfig.PollWait).
+const DefaultPollWait = time.Second
+
 // RouterConfig configures a Router: the routing rules, without I/O. The
 // fields mean what the Client's Config fields of the same names mean
 // (Client builds its Router from them); zero values take the defaults.
@@ -32,7 +36,17 @@ type RouterConfig struct {
 	// soon as a replica knows it, so the client keeps polling live
 	// replicas at most this far apart rather than backing off to
 	// BackoffMax. Default 500 ms; at most BackoffMax.
-	RedirectPoll       time.Duration
+	RedirectPoll time.Duration
+	// PollWait is how long a poll (Decision.Poll) asks the live replica
+	// to hold it while nothing is new: a replica that supports it answers
+	// as soon as it learns the new route (served, if it became the write
+	// region), so a commit reaches the polling clients at once instead of
+	// at their next poll; the next poll then leaves RedirectPoll after the
+	// last one was sent, not after its answer. A replica that does not
+	// hold polls answers at once, as before. Default 1 s; NoPollWait
+	// turns it off (PollWait 0).
+	PollWait           time.Duration
+	NoPollWait         bool
 	MinTTL             time.Duration
 	MaxTTL             time.Duration
 	RedirectTTL        time.Duration
@@ -89,6 +103,7 @@ func (c *RouterConfig) setDefaults() error {
 		{"BackoffBase", &c.BackoffBase, DefaultBackoffBase, time.Minute},
 		{"BackoffMax", &c.BackoffMax, DefaultBackoffMax, time.Hour},
 		{"RedirectPoll", &c.RedirectPoll, DefaultRedirectPoll, time.Hour},
+		{"PollWait", &c.PollWait, DefaultPollWait, time.Minute},
 		{"MinTTL", &c.MinTTL, DefaultMinTTL, time.Hour},
 		{"MaxTTL", &c.MaxTTL, DefaultMaxTTL, 24 * time.Hour},
 		{"RedirectTTL", &c.RedirectTTL, DefaultRedirectTTL, time.Hour},
@@ -107,6 +122,9 @@ func (c *RouterConfig) setDefaults() error {
 		return configErr("BackoffMax", "%v is below BackoffBase %v", c.BackoffMax, c.BackoffBase)
 	}
 	c.RedirectPoll = min(c.RedirectPoll, c.BackoffMax)
+	if c.NoPollWait {
+		c.PollWait = 0
+	}
 	if c.MaxTTL < c.MinTTL {
 		return configErr("MaxTTL", "%v is below MinTTL %v", c.MaxTTL, c.MinTTL)
 	}
@@ -480,6 +498,11 @@ type Decision struct {
 	// partition may share one poll's redirect among them (Client.Exec
 	// does) instead of sending one poll each.
 	Poll bool
+	// PollWait, on a Poll, is how long the replica may hold it until the
+	// route moves (RouterConfig.PollWait; 0: answer at once). The driver
+	// sends it with the request and lets the attempt take that much
+	// longer than its own attempt timeout.
+	PollWait time.Duration
 	// ActResolve: a refresh forced by a failure (the cached route may
 	// be fresh).
 	Force bool
@@ -545,6 +568,8 @@ type Operation struct {
 	// answering region (Router.pollTarget) until the route moves.
 	polling bool
 	sentAt  time.Time // when the attempt in flight was sent
+	// sentWait is the PollWait the attempt in flight carries (0: none).
+	sentWait time.Duration
 	// setEpoch is the route epoch tried and failed were gathered under:
 	// a newer route (from a redirect or DNS) starts them afresh, as what
 	// failed under the old route says nothing of the new one.
@@ -683,7 +708,16 @@ func (o *Operation) pick(e *Entry, now time.Time) Decision {
 	}
 	o.region, o.sentEpoch, o.quick, o.state = region, e.Epoch, deadline > 0, opSending
 	poll := deadline == 0 && region != e.WriteRegion && o.r.breakers.Tripped(o.p, e.WriteRegion)
-	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1, Timeout: deadline, Poll: poll}
+	// A poll is held only at a region whose round trip is known: the
+	// first poll to a region, answered at once, measures it
+	// (Router.pollTarget picks the fastest), and a held one says nothing
+	// of it.
+	o.sentWait = 0
+	if _, known := o.r.lat.get(region); poll && known {
+		o.sentWait = o.r.cfg.PollWait
+	}
+	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1, Timeout: deadline,
+		Poll: poll, PollWait: o.sentWait}
 }
 
 // Unsent reports that the attempt Next chose could not be sent (the
@@ -726,9 +760,10 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 	p, region, r := o.p, o.region, o.r
 	cls := r.Classify(opErr)
 	r.obs.Attempt(cls)
-	if cls == AttemptRedirect {
+	if cls == AttemptRedirect && o.sentWait == 0 {
 		// A redirect is answered at once (no write, no replication): its
-		// latency is the region's round trip, what a poll costs.
+		// latency is the region's round trip, what a poll costs. A poll
+		// the replica may have held says nothing of that.
 		r.lat.observe(region, now.Sub(o.sentAt))
 	}
 	verdict := func(d Decision) Verdict {
@@ -790,7 +825,7 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 			// (RedirectPoll, jittered down to half), not faster, however
 			// many operations start: the load on the live regions stays
 			// bounded through a long outage.
-			return verdict(o.fail(opErr, r.steadyPoll()))
+			return verdict(o.afterPoll(now, o.fail(opErr, r.steadyPoll())))
 		}
 		return verdict(o.fail(opErr, r.poll))
 	case AttemptStaleRead:
@@ -823,6 +858,16 @@ func (o *Operation) Report(now time.Time, opErr error) Verdict {
 		}
 		return verdict(o.fail(opErr, r.backoff))
 	}
+}
+
+// afterPoll shortens the wait after a poll the replica may have held by
+// the time it was held: polls stay RedirectPoll apart from send to send,
+// and a poll held to its end is followed by the next one at once.
+func (o *Operation) afterPoll(now time.Time, d Decision) Decision {
+	if o.sentWait > 0 && d.Action == ActWait {
+		d.Wait = max(0, d.Wait-now.Sub(o.sentAt))
+	}
+	return d
 }
 
 // Acked feeds back the epoch of a write the operation's successful

@@ -796,3 +796,56 @@ func TestOperationPollsTheNearRegion(t *testing.T) {
 	assert.Equal(t, uint64(4), d.Entry.Epoch)
 	assert.False(t, d.Poll, "the new write region: not a poll")
 }
+
+// TestOperationHeldPolls: a poll to a region whose round trip is known
+// asks the replica to hold it (PollWait), and the next poll leaves
+// RedirectPoll after the last one was sent, not after its answer; the
+// first poll to a region is answered at once and measures it, and a held
+// one leaves the measurement alone (it would make the region look as far
+// as the hold). NoPollWait holds none.
+func TestOperationHeldPolls(t *testing.T) {
+	notYet := &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"}
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoPollWait=%v", off), func(t *testing.T) {
+			r := newTestRouter(t, func(c *RouterConfig) {
+				c.MaxAttempts, c.PreferredRegions, c.NoPollWait = 20, []string{"westus"}, off
+			})
+			r.Breakers().Trip(1, "eastus", t0)
+			r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: prio, ConfigVersion: 2}, time.Hour, t0, 1)
+			now := t0.Add(time.Second)
+			op := r.Begin(1, Request{Write: true})
+			// Measure both live regions: answered at once, 20 ms.
+			for range 2 {
+				d := mustSend(t, &op, now)
+				require.True(t, d.Poll)
+				assert.Zero(t, d.PollWait, "the first poll to %s measures it", d.Region)
+				now = now.Add(20 * time.Millisecond)
+				now = now.Add(op.Report(now, notYet).Wait)
+			}
+			for _, held := range []time.Duration{100 * time.Millisecond, 900 * time.Millisecond} {
+				d := mustSend(t, &op, now)
+				require.True(t, d.Poll)
+				if off {
+					assert.Zero(t, d.PollWait)
+				} else {
+					assert.Equal(t, DefaultPollWait, d.PollWait)
+				}
+				now = now.Add(held)
+				v := op.Report(now, notYet)
+				require.False(t, v.Done)
+				if off {
+					assert.GreaterOrEqual(t, v.Wait, DefaultRedirectPoll*3/4, "not held: the full poll interval")
+				} else {
+					assert.LessOrEqual(t, v.Wait, max(0, DefaultRedirectPoll-held), "held %v: polls stay RedirectPoll apart from send to send", held)
+					assert.GreaterOrEqual(t, v.Wait, max(0, DefaultRedirectPoll*3/4-held))
+				}
+				now = now.Add(v.Wait)
+			}
+			l, ok := r.lat.get(mustSend(t, &op, now).Region)
+			require.True(t, ok)
+			if !off {
+				assert.Equal(t, 20*time.Millisecond, l, "a held poll changed the round trip")
+			}
+		})
+	}
+}
