@@ -246,6 +246,8 @@ type nodeSnapshot struct {
 	leaseRemaining           time.Duration
 	manager                  failover.ManagerStats
 	proposer                 caspaxos.ProposerStats
+	host                     partition.HostStats
+	heldPolls                int
 	hosted, writeRegionParts int
 	parts                    []partSnapshot
 	// regions are the cluster's regions, for the aggregates' labels.
@@ -287,6 +289,7 @@ func (a *Agent) nodeSnapshot(ctx context.Context) nodeSnapshot {
 		s.leaseRemaining = max(live.LeaseUntil()-now, 0)
 		s.manager = n.Manager().Stats()
 		s.proposer = n.Proposer().Stats()
+		s.host, s.heldPolls = n.Host().Stats(), n.Host().HeldPolls()
 		var fs []partition.FollowerProgress
 		for _, id := range n.Host().Partitions() {
 			pr, err := n.Host().ProgressWithoutHistory(id, fs)
@@ -332,7 +335,7 @@ type nodeCollector struct {
 	snapFailed atomic.Uint64
 
 	up, leaseValid, leaseRemaining, hosted, writeRegion, aggregated *prometheus.Desc
-	epoch, lag, lagMax, lagSum, atRisk                              *prometheus.Desc
+	epoch, lag, lagMax, lagSum, atRisk, heldPolls                   *prometheus.Desc
 	counters                                                        []counterDesc
 	snapErrors                                                      *prometheus.Desc
 }
@@ -363,6 +366,8 @@ func newNodeCollector(snap func(context.Context) nodeSnapshot, maxLabels int, se
 		atRisk: d("fmnode_data_at_risk_ops",
 			"Ops this node's write-region replicas acknowledged that no other region holds yet (lost if this region is lost); non-zero only where the write quorum lets a write region acknowledge alone."),
 		snapErrors: d("fmnode_metrics_snapshot_errors_total", "Scrapes for which the node's loop did not answer in time."),
+		heldPolls: d("fmnode_polls_held",
+			"Clients' polls this node's followers hold until their partition's failover commits (partition/poll.go)."),
 	}
 	cd := func(name, help string, get func(*nodeSnapshot) uint64) {
 		c.counters = append(c.counters, counterDesc{desc: d(name, help), get: get})
@@ -377,12 +382,16 @@ func newNodeCollector(snap func(context.Context) nodeSnapshot, maxLabels int, se
 	cd("fmnode_proposer_naks_total", "CASPaxos rounds ended by a conflicting ballot.", func(s *nodeSnapshot) uint64 { return s.proposer.NAKs })
 	cd("fmnode_proposer_timeouts_total", "CASPaxos rounds ended by a phase timeout.", func(s *nodeSnapshot) uint64 { return s.proposer.Timeouts })
 	cd("fmnode_proposer_unknown_outcomes_total", "Register operations given up with their outcome unknown.", func(s *nodeSnapshot) uint64 { return s.proposer.Unknown })
+	cd("fmnode_polls_held_total", "Clients' polls a follower held for their partition's route to move.", func(s *nodeSnapshot) uint64 { return s.host.PollsHeld })
+	cd("fmnode_polls_released_total", "Held polls answered because the route moved (a failover committed).", func(s *nodeSnapshot) uint64 { return s.host.PollsReleased })
+	cd("fmnode_polls_expired_total", "Held polls answered at the end of their wait, nothing new.", func(s *nodeSnapshot) uint64 { return s.host.PollsExpired })
+	cd("fmnode_polls_not_held_total", "Polls answered at once because the node held its maximum.", func(s *nodeSnapshot) uint64 { return s.host.PollsNotHeld })
 	return c
 }
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.leaseValid, c.leaseRemaining, c.hosted, c.writeRegion, c.aggregated,
-		c.epoch, c.lag, c.lagMax, c.lagSum, c.atRisk, c.snapErrors} {
+		c.epoch, c.lag, c.lagMax, c.lagSum, c.atRisk, c.snapErrors, c.heldPolls} {
 		ch <- d
 	}
 	for _, cd := range c.counters {
@@ -433,6 +442,7 @@ func (c *nodeCollector) collect(s nodeSnapshot, ch chan<- prometheus.Metric) {
 	gauge(c.leaseRemaining, s.leaseRemaining.Seconds())
 	gauge(c.hosted, float64(s.hosted))
 	gauge(c.writeRegion, float64(s.writeRegionParts))
+	gauge(c.heldPolls, float64(s.heldPolls))
 	labelled := len(s.parts) <= c.maxLabels
 	gauge(c.aggregated, b2f(!labelled))
 	for _, cd := range c.counters {

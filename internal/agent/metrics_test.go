@@ -124,6 +124,7 @@ func TestNodeCollectorCardinality(t *testing.T) {
 		return partSnapshot{id: id, epoch: 2, lag: []regionLag{{"north", lagNorth}, {"west", lagWest}}, atRisk: atRisk}
 	}
 	three := nodeSnapshot{ok: true, leaseValid: true, leaseRemaining: 1500 * time.Millisecond, hosted: 3, writeRegionParts: 2,
+		heldPolls: 7, host: partition.HostStats{PollsHeld: 40, PollsReleased: 30, PollsExpired: 3, PollsNotHeld: 1},
 		regions: []string{"east", "north", "west"},
 		parts:   []partSnapshot{leader(1, 3, 0, 2), leader(2, 5, 1, 0), {id: 3, epoch: 4}}}
 	for _, tc := range []struct {
@@ -145,6 +146,11 @@ func TestNodeCollectorCardinality(t *testing.T) {
 				`fmnode_replication_lag_sum_ops{region="north"}`:           8,
 				`fmnode_replication_lag_sum_ops{region="west"}`:            1,
 				"fmnode_data_at_risk_ops":                                  2,
+				"fmnode_polls_held":                                        7,
+				"fmnode_polls_held_total":                                  40,
+				"fmnode_polls_released_total":                              30,
+				"fmnode_polls_expired_total":                               3,
+				"fmnode_polls_not_held_total":                              1,
 			},
 			absent: []string{`fmnode_replication_lag_max_ops{region="east"}`}},
 		{name: "above the cap", snap: three, maxLabels: 2,
