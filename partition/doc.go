@@ -40,7 +40,10 @@
 // and learns the route from the reply's token), assigns the next LSN and
 // appends the op; any other replica, a higher epoch or none answers with a
 // *RedirectError carrying the current epoch and write region (the routing
-// client's redirect, compare Cosmos DB's 403.3). Ops go to every other replica in MsgAppend with the
+// client's redirect, compare Cosmos DB's 403.3). A write marked as a poll
+// (WriteRequest.PollWait) that a follower would redirect with nothing new
+// is held there, bounded, until the follower's route moves, so a failover's
+// commit reaches the polling client at once (poll.go). Ops go to every other replica in MsgAppend with the
 // (LSN, epoch) of the op before them; a follower accepts only if its log
 // holds that op (Raft's log matching), answers with the position up to
 // which its log equals the write region's, and otherwise hints where the

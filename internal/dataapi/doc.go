@@ -36,6 +36,14 @@
 //	                Fm-Version; may be quoted as an ETag; not 0:0)
 //	If-None-Match   PUT and DELETE: "*" only, applied only if the key holds
 //	                no value; at most one of the two, never on a GET (400)
+//	Fm-Poll-Wait    PUT and DELETE: the write is a client's poll for a
+//	                pending failover; a replica that would redirect it
+//	                with nothing new may hold it up to this many
+//	                milliseconds (1..60000, canonical decimal; the node's
+//	                partition.Config.MaxPollWait clamps it) and answers when
+//	                the partition's route moves: served if it was just
+//	                promoted, else the 421 naming the new write region.
+//	                Never on a GET (400)
 //
 // A condition is decided by the write region in the order of its log,
 // against the key's committed state, so of many writes conditioned on one
