@@ -80,9 +80,10 @@ import (
 // and its first event collides as before this session, when the
 // forwarders fall back together; the next event goes to the next smallest
 // writer. A ForwardWriters that leaves out the writers the membership
-// reports down avoids both. A slow leader is answered within the timeout
-// while one-way, its queued round, its batched round and the way back fit
-// in 8 (EMA + sigma) and at least ForwardTimeoutMin. A forward that
+// reports down avoids both. A slow but live leader is not taken for a
+// dead one as long as the way there, its queued round, its batched round
+// and the way back fit in the timeout, max(ForwardTimeoutMin,
+// 8 * (EMA + sigma)). A forward that
 // timed out has an unknown outcome (the leader may still commit it), so
 // its change may be applied twice: ForwardableChange's contract is that a
 // change applied to a value it is already part of is harmless (idempotent
