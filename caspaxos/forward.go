@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -19,11 +20,11 @@ import (
 // predicts, so no delay removes the collision: only serialising the
 // proposers before they send does. Forwarding does that.
 //
-// A proposer that saw another proposer on the key within ForwardMemory (a
-// shared, so contended, key) does not propose its change itself: it sends
-// the change, as data (a ForwardableChange, decoded by the peer's
-// ChangeCodec), to the key's leader, the proposer that committed the last
-// value it saw (ballots name their proposer). The leader runs the change in
+// A proposer that saw another proposer on the key within ForwardMemory, or
+// is told of one up front (known writers, below), does not propose its
+// change on that shared, so contended, key itself: it sends the change, as
+// data (a ForwardableChange, decoded by the peer's ChangeCodec), to the
+// key's leader (who leads: below). The leader runs the change in
 // its own rounds, where it queues behind the leader's other proposals on
 // the key and is applied in one round with every other change waiting
 // there (a batch: CASPaxos applies a function to the state, and a sequence
@@ -47,6 +48,21 @@ import (
 // way. The id order is arbitrary: it ignores where the proposers are
 // (here the smallest id happens to sit next to an acceptor).
 //
+// Known writers (session 11). Learning writers from ballots needs
+// rounds, and the rounds of the first events, before any proposer has
+// seen another, collide (session 10: burst seeds 1..20 had 405 NAKs in
+// their first events, none after; steady 3). So a proposer may be told a
+// key's candidate writers up front (ProposerConfig.ForwardWriters: in the
+// product a partition's replicas are in the partition layout; in the
+// simulator's contention scenario they are the cluster's proposers). A
+// key with a known writer other than this proposer is shared from its
+// first proposal, and the smallest known writer that did not fail takes
+// part in the choice of the leader with the hints: every proposer told
+// the same writers names the same leader before any round, so the first
+// event forwards too and nothing collides. Nothing else changes: the
+// list only tells who to send to, so a wrong or stale one costs latency
+// (a forward timeout, a redirect), never safety.
+//
 // Pacing (pacing.go) orders the first attempts of proposers that propose
 // themselves; a forwarded change is not paced at its leader, and a
 // leader's own proposal waiting for its pace starts at once when a
@@ -56,7 +72,18 @@ import (
 // Failure. A forward unanswered within max(ForwardTimeoutMin,
 // forwardTimeoutRounds * (EMA + sigma)), or answered busy or failed,
 // falls back to the forwarder's own rounds with the paper's backoff, and
-// the leader is not forwarded to again for ForwardMemory. A forward that
+// a leader that did not answer is not forwarded to again for
+// ForwardMemory (up to maxFailedWriters such writers are remembered per
+// key, so that with known writers two dead ones do not take turns). A
+// known writer that is down therefore costs each forwarder one timeout
+// (ForwardTimeoutMin before any phase-2 sample: 500 ms) per ForwardMemory,
+// and its first event collides as before this session, when the
+// forwarders fall back together; the next event goes to the next smallest
+// writer. A ForwardWriters that leaves out the writers the membership
+// reports down avoids both. A slow but live leader is not taken for a
+// dead one as long as the way there, its queued round, its batched round
+// and the way back fit in the timeout, max(ForwardTimeoutMin,
+// 8 * (EMA + sigma)). A forward that
 // timed out has an unknown outcome (the leader may still commit it), so
 // its change may be applied twice: ForwardableChange's contract is that a
 // change applied to a value it is already part of is harmless (idempotent
@@ -68,8 +95,11 @@ import (
 //
 // Bounded: hints for MaxForwardKeys keys (least recently used out), the
 // leader's queue is MaxQueuePerKey (a full one answers ForwardBusy), a
-// batch is at most the queue, the duplicate filter maxForwardPeers peers.
-// Deterministic: time is passed in, no randomness.
+// batch is at most the queue, the duplicate filter maxForwardPeers peers,
+// the failed writers maxFailedWriters per key, and a ForwardWriters
+// answer counts for at most MaxKnownWriters ids (nothing of it is kept).
+// Deterministic: time is passed in, no randomness (ForwardWriters must be
+// deterministic too).
 
 // ForwardableChange is a change that can travel to another proposer.
 // EncodeChange returns its encoding for the peer's ChangeCodec. Applying it
@@ -162,7 +192,15 @@ const (
 	forwardTimeoutRounds = 8
 	// maxForwardPeers bounds the duplicate filter (peers with a last seq).
 	maxForwardPeers = 4096
+	// maxFailedWriters bounds the writers of one key remembered as failed.
+	maxFailedWriters = 8
 )
+
+// failMark is a writer a forward to timed out: not forwarded to before until.
+type failMark struct {
+	id    NodeID
+	until time.Duration
+}
 
 // fwdEntry is what a proposer knows of one key's leader.
 type fwdEntry struct {
@@ -172,10 +210,13 @@ type fwdEntry struct {
 	// ballot, a forward taken or answered); activeSeen: there was one.
 	activeAt   time.Duration
 	activeSeen bool
-	// failed was forwarded to and did not answer; not again before failedUntil.
-	failed      NodeID
-	failedUntil time.Duration
-	lru         *list.Element
+	// failed are the writers forwarded to that did not answer, each not
+	// again before its until (at most maxFailedWriters, the oldest out).
+	// More than one: with known writers (ForwardWriters) a proposer that
+	// remembered one only would go back to the first dead writer after
+	// the second timed out, one timeout per proposal.
+	failed []failMark
+	lru    *list.Element
 }
 
 // forwardTable holds leader hints per key, bounded, least recently used out.
@@ -231,10 +272,33 @@ func (e *fwdEntry) markActive(now time.Duration) {
 	}
 }
 
+// isFailed reports whether a forward to id timed out within ForwardMemory.
+func (e *fwdEntry) isFailed(now time.Duration, id NodeID) bool {
+	for _, f := range e.failed {
+		if f.id == id && now < f.until {
+			return true
+		}
+	}
+	return false
+}
+
+// markFailed remembers that a forward to id timed out, until until, and
+// drops id from the hint. Expired marks go first, then the oldest.
+func (e *fwdEntry) markFailed(now time.Duration, id NodeID, until time.Duration) {
+	e.failed = slices.DeleteFunc(e.failed, func(f failMark) bool { return f.id == id || now >= f.until })
+	if len(e.failed) >= maxFailedWriters {
+		e.failed = slices.Delete(e.failed, 0, len(e.failed)-maxFailedWriters+1)
+	}
+	e.failed = append(e.failed, failMark{id: id, until: until})
+	if e.leader == id {
+		e.leader = 0
+	}
+}
+
 // learnLeader folds c, a writer of the key, into the hint: the smallest
 // id that did not fail recently.
 func (e *fwdEntry) learnLeader(now time.Duration, c NodeID) {
-	if c == 0 || (e.failed == c && now < e.failedUntil) {
+	if c == 0 || e.isFailed(now, c) {
 		return
 	}
 	if e.leader == 0 || c < e.leader {
@@ -242,14 +306,37 @@ func (e *fwdEntry) learnLeader(now time.Duration, c NodeID) {
 	}
 }
 
-// lead returns the key's leader as self sees it: the hint, or self if
-// self is smaller or no writer is known.
-func (e *fwdEntry) lead(now time.Duration, self NodeID) NodeID {
-	l := e.leader
-	if l == 0 || self < l || (e.failed == l && now < e.failedUntil) {
-		return self
+// lead returns the key's leader as self sees it: the smallest of self,
+// the hint and known (the smallest known writer, knownWriter; 0: none)
+// that did not fail recently.
+func (e *fwdEntry) lead(now time.Duration, self, known NodeID) NodeID {
+	l := self
+	for _, c := range [...]NodeID{e.leader, known} {
+		if c != 0 && c < l && !e.isFailed(now, c) {
+			l = c
+		}
 	}
 	return l
+}
+
+// knownWriter returns the smallest writer of e's key that ForwardWriters
+// names, other than this proposer and not failed recently (0: none, or
+// no ForwardWriters). Only the first MaxKnownWriters ids count.
+func (p *Proposer) knownWriter(now time.Duration, e *fwdEntry) NodeID {
+	if p.cfg.ForwardWriters == nil {
+		return 0
+	}
+	ws := p.cfg.ForwardWriters(e.key)
+	var best NodeID
+	for _, id := range ws[:min(len(ws), MaxKnownWriters)] {
+		if id == 0 || id == p.cfg.ID || e.isFailed(now, id) {
+			continue
+		}
+		if best == 0 || id < best {
+			best = id
+		}
+	}
+	return best
 }
 
 // forwarding reports whether forwarding is on.
@@ -272,8 +359,10 @@ func (p *Proposer) learnLeader(now time.Duration, key string, c NodeID) {
 }
 
 // forwardTarget returns the leader r on ks should be forwarded to, if any:
-// forwarding on, the change forwardable, the key shared recently, a leader
-// known that is not this proposer and did not just fail.
+// forwarding on, the change forwardable and not forwarded here, the key
+// shared (another writer seen within ForwardMemory, or one known from
+// ForwardWriters), a leader known that is not this proposer and did not
+// just fail.
 func (p *Proposer) forwardTarget(now time.Duration, ks *keyState, r *request) (NodeID, []byte, bool) {
 	if p.fwd == nil || r.kind != kindChange || r.origin != nil || r.fellBack {
 		return 0, nil, false
@@ -282,11 +371,15 @@ func (p *Proposer) forwardTarget(now time.Duration, ks *keyState, r *request) (N
 	if !ok {
 		return 0, nil, false
 	}
-	e := p.fwd.get(ks.key, false)
-	if e == nil || !e.activeSeen || now-e.activeAt > p.cfg.ForwardMemory {
+	e := p.fwd.get(ks.key, p.cfg.ForwardWriters != nil)
+	if e == nil {
 		return 0, nil, false
 	}
-	l := e.lead(now, p.cfg.ID)
+	known := p.knownWriter(now, e)
+	if known == 0 && (!e.activeSeen || now-e.activeAt > p.cfg.ForwardMemory) {
+		return 0, nil, false
+	}
+	l := e.lead(now, p.cfg.ID, known)
 	if l == p.cfg.ID {
 		return 0, nil, false
 	}
@@ -322,12 +415,7 @@ func (p *Proposer) fallBack(now time.Duration, ks *keyState, r *request, unknown
 func (p *Proposer) forwardTimedOut(now time.Duration, ks *keyState) {
 	r := ks.cur
 	p.stats.ForwardTimeouts++
-	if e := p.fwd.get(ks.key, true); e != nil {
-		e.failed, e.failedUntil = r.fwdTo, now+p.cfg.ForwardMemory
-		if e.leader == r.fwdTo {
-			e.leader = 0
-		}
-	}
+	p.fwd.get(ks.key, true).markFailed(now, r.fwdTo, now+p.cfg.ForwardMemory)
 	p.fallBack(now, ks, r, true)
 }
 
@@ -357,7 +445,7 @@ func (p *Proposer) stepForwardRequest(now time.Duration, f Forward) {
 	e := p.fwd.get(f.Key, true)
 	e.markActive(now)
 	e.learnLeader(now, f.From) // it writes the key
-	if l := e.lead(now, p.cfg.ID); l != p.cfg.ID && int(f.Hops) < p.cfg.MaxForwardHops {
+	if l := e.lead(now, p.cfg.ID, p.knownWriter(now, e)); l != p.cfg.ID && int(f.Hops) < p.cfg.MaxForwardHops {
 		// A smaller writer is known (the sender itself, perhaps): redirect.
 		p.stats.ForwardRedirects++
 		p.replyForward(f.From, f.Key, f.Seq, ForwardNotMe, Value{}, l, false)
@@ -417,7 +505,7 @@ func (p *Proposer) stepForwardReply(now time.Duration, f Forward) {
 	case ForwardNotMe:
 		e.markActive(now)
 		e.learnLeader(now, f.Leader)
-		l := e.lead(now, p.cfg.ID)
+		l := e.lead(now, p.cfg.ID, p.knownWriter(now, e))
 		fc, ok := r.change.(ForwardableChange)
 		if l == p.cfg.ID || l == f.From || !ok || int(r.fwdHops) >= p.cfg.MaxForwardHops {
 			// Named the leader (or out of redirects): propose itself.

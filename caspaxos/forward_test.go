@@ -572,6 +572,9 @@ func TestForwardConfigValidation(t *testing.T) {
 		{"ForwardTimeoutMin", func(c *ProposerConfig) { c.ForwardTimeoutMin = 0 }},
 		{"MaxForwardKeys", func(c *ProposerConfig) { c.MaxForwardKeys = 0 }},
 		{"MaxForwardHops", func(c *ProposerConfig) { c.MaxForwardHops = 9 }},
+		{"ForwardWriters", func(c *ProposerConfig) {
+			c.Forward, c.ForwardWriters = false, func(string) []NodeID { return nil }
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {
@@ -617,22 +620,36 @@ func TestBuiltinCodecRoundTrip(t *testing.T) {
 // off or on), so "at most once" is the change's business; what forwarding
 // must not break is the rest. Forwards are never lost here
 // (ForwardTimeoutMin is longer than the run): lost forwards are
-// TestForwardFallsBackWhenLeaderFails's.
+// TestForwardFallsBackWhenLeaderFails's. With known writers
+// (ForwardWriters, session 11) the run starts without a warm-up: the
+// proposers forward from their first proposal.
 func TestForwardSafetyRandomInterleavings(t *testing.T) {
 	for seed := uint64(1); seed <= 300; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			forwardSafetyRun(t, seed)
+			forwardSafetyRun(t, seed, false)
+		})
+	}
+	for seed := uint64(1); seed <= 100; seed++ {
+		t.Run(fmt.Sprintf("known/%d", seed), func(t *testing.T) {
+			forwardSafetyRun(t, seed, true)
 		})
 	}
 }
 
-func forwardSafetyRun(t *testing.T, seed uint64) {
+func forwardSafetyRun(t *testing.T, seed uint64, known bool) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	h := newFwdHarness(t, func(c *ProposerConfig) {
 		c.ForwardTimeoutMin = 10 * time.Hour
 		c.MaxQueuePerKey = 3
+		if known {
+			c.ForwardWriters = func(string) []NodeID { return []NodeID{1, 2, 3, 4} }
+		}
 	}, 1, 2, 3, 4)
-	h.warm()
+	warmToks := 0
+	if !known {
+		h.warm()
+		warmToks = 5
+	}
 	type op struct {
 		id  NodeID
 		req RequestID
@@ -687,7 +704,7 @@ func forwardSafetyRun(t *testing.T, seed uint64) {
 	for i, tok := range l {
 		require.False(t, seen[tok], "token %s applied twice: %s", tok, final.Data)
 		seen[tok] = true
-		if i >= 5 { // after the warm-up's five
+		if i >= warmToks { // after the warm-up's five
 			require.True(t, proposed[tok], "token %s was never proposed", tok)
 		}
 	}

@@ -79,9 +79,10 @@ type ProposerConfig struct {
 
 	// Forward, with the adaptive backoff (and turns off), serialises a
 	// shared key's writers before they send (forward.go): a proposer that
-	// saw another proposer on the key within ForwardMemory sends its
-	// change, if it is a ForwardableChange, to the key's leader (the last
-	// committer it saw) instead of proposing it, and proposes it itself
+	// saw another proposer on the key within ForwardMemory, or is told of
+	// one (ForwardWriters), sends its change, if it is a
+	// ForwardableChange, to the key's leader (the smallest writer id it
+	// knows) instead of proposing it, and proposes it itself
 	// only if the leader does not answer within max(ForwardTimeoutMin,
 	// 8 * (EMA + sigma)) or cannot take it. ChangeCodec decodes the
 	// changes others forward. The driver must carry Forward messages
@@ -94,6 +95,20 @@ type ProposerConfig struct {
 	// the redirects ("not me, try X") one forward follows.
 	MaxForwardKeys int
 	MaxForwardHops int
+	// ForwardWriters, with Forward on, names a key's candidate writers
+	// before this proposer has seen any of them (in the product: the
+	// partition's replicas, from the partition layout, less those the
+	// membership reports down). A key it names another writer for counts
+	// as shared from its first proposal: the smallest id among those
+	// writers, this proposer and the hints (forward.go), less those whose
+	// forwards timed out within ForwardMemory, leads, and the others
+	// forward to it, so the first events do not collide. It is called on
+	// every forwardable proposal and every forward received, so it must
+	// be cheap, deterministic and non-blocking; the proposer reads the
+	// returned slice during the call only, at most MaxKnownWriters ids of
+	// it, and skips zero and its own id. nil: a key's writers are known
+	// only once seen.
+	ForwardWriters func(key string) []NodeID
 
 	// MaxInFlight bounds the keys with an active proposal.
 	MaxInFlight int
@@ -138,6 +153,9 @@ const (
 	DefaultForwardTimeoutMin = 500 * time.Millisecond
 	DefaultMaxForwardKeys    = 65536
 	DefaultMaxForwardHops    = 2
+	// MaxKnownWriters bounds the ids of one ForwardWriters answer that
+	// count (a partition's replicas are a handful).
+	MaxKnownWriters = 64
 	// MaxTurns bounds the turn cycle.
 	MaxTurns = 1024
 )
@@ -227,6 +245,8 @@ func (c ProposerConfig) Validate() error {
 		return configErr("ForwardTimeoutMin", "must be positive with Forward on, got %v", c.ForwardTimeoutMin)
 	case c.forwarding() && c.MaxForwardKeys < 1:
 		return configErr("MaxForwardKeys", "must be at least 1 with Forward on, got %d", c.MaxForwardKeys)
+	case c.ForwardWriters != nil && !c.Forward:
+		return configErr("ForwardWriters", "needs Forward on")
 	case c.MaxForwardHops < 0 || c.MaxForwardHops > 8:
 		return configErr("MaxForwardHops", "must be in [0, 8], got %d", c.MaxForwardHops)
 	case c.MaxValueBytes < 1 || c.MaxValueBytes > MaxValueBytes:

@@ -25,6 +25,11 @@ type ClusterConfig struct {
 	SeparateProposers bool
 	// Proposer tunes every proposer; ID and Quorum are filled in.
 	Proposer caspaxos.ProposerConfig
+	// KnownWriters, with forwarding on, tells every proposer that the
+	// writers of every key are the cluster's proposers (their current
+	// incarnations' ids, up or down): the partition layout a real node
+	// reads its replicas from (caspaxos.ProposerConfig.ForwardWriters).
+	KnownWriters bool
 	// Factory builds acceptors (the canary swaps it).
 	Factory AcceptorFactory
 	// FsyncMin/FsyncMax bound a simulated fsync; SlowFsync is the chance
@@ -57,6 +62,8 @@ type Cluster struct {
 	acc  []*acceptorProc            // index id-1
 	prop []*proposerProc
 	byID map[caspaxos.NodeID]*proposerProc
+	// writerIDs holds each slot's current proposer id (KnownWriters).
+	writerIDs []caspaxos.NodeID
 
 	quorum    quorum.Config // the configuration (re)started proposers adopt
 	viol      *violations
@@ -87,12 +94,13 @@ func newCluster(w *World, cfg ClusterConfig, viol *violations) (*Cluster, error)
 		}
 	}
 	c := &Cluster{
-		w:        w,
-		cfg:      cfg,
-		byID:     make(map[caspaxos.NodeID]*proposerProc),
-		quorum:   quorum.MajorityConfig(members...),
-		viol:     viol,
-		diskRand: NewRand(w.Seed, StreamDisk),
+		w:         w,
+		cfg:       cfg,
+		byID:      make(map[caspaxos.NodeID]*proposerProc),
+		writerIDs: make([]caspaxos.NodeID, cfg.Proposers),
+		quorum:    quorum.MajorityConfig(members...),
+		viol:      viol,
+		diskRand:  NewRand(w.Seed, StreamDisk),
 	}
 	if err := c.quorum.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: members %v: %w", ErrClusterConfig, members, err)
@@ -124,6 +132,11 @@ func newCluster(w *World, cfg ClusterConfig, viol *violations) (*Cluster, error)
 	}
 	return c, nil
 }
+
+// writers is the proposers' ForwardWriters with KnownWriters: every
+// slot's current id, for every key. The slice is the cluster's; the
+// proposer only reads it during the call.
+func (c *Cluster) writers(string) []caspaxos.NodeID { return c.writerIDs }
 
 // Quorum returns the configuration proposers currently adopt.
 func (c *Cluster) Quorum() quorum.Config { return c.quorum }

@@ -55,6 +55,10 @@ func (pp *proposerProc) boot() error {
 	if cfg.Turns > 0 {
 		cfg.TurnIndex = pp.slot % cfg.Turns
 	}
+	c.writerIDs[pp.slot] = pp.id
+	if c.cfg.KnownWriters && cfg.Forward {
+		cfg.ForwardWriters = c.writers
+	}
 	rng := SubRand(c.w.Seed, StreamProposer, uint64(pp.slot)*proposerIDStride+uint64(pp.inc))
 	p, err := caspaxos.NewProposer(cfg, rng)
 	if err != nil {

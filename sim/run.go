@@ -33,6 +33,11 @@ type Config struct {
 	Interval time.Duration
 	// DisableFastPath runs proposers without the one-round-trip path.
 	DisableFastPath bool
+	// UnknownWriters runs the contention scenario's adaptive variant
+	// without telling its proposers the key's writers up front
+	// (ClusterConfig.KnownWriters off: session 10's forwarding, which
+	// learns the writers from ballots), for the before/after table.
+	UnknownWriters bool
 	// OutDir receives porcupine visualisations (default os.TempDir()).
 	OutDir string
 	// CheckTimeout bounds the linearizability check.
@@ -199,6 +204,9 @@ func ReplayCommand(cfg Config) string {
 	}
 	if cfg.DisableFastPath {
 		b.WriteString(" --no-fast-path")
+	}
+	if cfg.UnknownWriters {
+		b.WriteString(" --no-known-writers")
 	}
 	if cfg.Interval > 0 {
 		fmt.Fprintf(&b, " --interval %v", cfg.Interval)

@@ -137,6 +137,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	proposers := fs.Int("proposers", 0, "proposers (0: the scenario's default)")
 	interval := fs.Duration("interval", 0, "contention: heartbeat interval of each proposer (0: 30s)")
 	noFast := fs.Bool("no-fast-path", false, "run proposers without the one-round-trip path")
+	noKnown := fs.Bool("no-known-writers", false, "contention: the adaptive variant's proposers learn the key's writers from ballots instead of being told them up front")
 	workers := fs.Int("workers", runtime.NumCPU(), "parallel runs in a sweep (each run is single-threaded)")
 	checkTimeout := fs.Duration("check-timeout", sim.DefaultCheckTimeout, "bound on the linearizability check of one run")
 	verbose := fs.Bool("v", false, "log phase changes to stderr")
@@ -213,7 +214,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	base := sim.Config{
 		Scenario: *scenario, Faults: level, Canary: *canary, CanaryControl: *canaryControl,
 		Duration: *duration, LivenessBound: *liveness, Keys: *keys, Proposers: *proposers,
-		Interval: *interval, DisableFastPath: *noFast, OutDir: *out, CheckTimeout: *checkTimeout, Logger: logger,
+		Interval: *interval, DisableFastPath: *noFast, UnknownWriters: *noKnown, OutDir: *out, CheckTimeout: *checkTimeout, Logger: logger,
 		DNSTTL: *dnsTTL, DNSStale: *dnsStale, RerouteTrace: *rerouteTrace,
 		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage, PreloadBytes: *preload,
 	}
