@@ -73,17 +73,21 @@
 // turns this off; fmnode_routing_polls_shared_total counts the polls
 // saved). A driver of Calls or Operations of its own does not share.
 //
-// A poll to a region whose round trip the router has measured also asks
-// the replica to hold it (Decision.PollWait, RouterConfig.PollWait, 1 s
-// by default; the data API's Fm-Poll-Wait): a replica that supports it
-// answers the moment it learns the new route, serving the write if it was
-// just promoted, so the commit reaches a polling client at once instead of
-// at its next poll. The next poll then leaves RedirectPoll after the held
-// one was sent, not after its answer, and a held poll's time is not taken
-// as the region's round trip. The first poll to a region is answered at
-// once: it measures the region, which is how the poll target is chosen.
-// A held poll is a write in flight: if its connection breaks, its outcome
-// is unknown, as any write's (it may have been served at a promotion).
+// A poll also asks the replica to hold it (Decision.PollWait,
+// RouterConfig.PollWait, 1 s by default; the data API's Fm-Poll-Wait): a
+// replica that supports it answers the moment it learns the new route,
+// serving the write if it was just promoted, so the commit reaches a
+// polling client at once instead of at its next poll. Held polls go to
+// the first live region in priority order other than the write region
+// (the likely failover target, where the new epoch starts), not to the
+// nearest: a poll held at another follower comes back as a redirect when
+// that follower learns the epoch and costs a second request. The next
+// poll leaves RedirectPoll after the held one was sent, not after its
+// answer, and a held poll's time is not taken as the region's round trip.
+// With NoPollWait polls are answered at once and go to the nearest live
+// region (measured by the redirects). A held poll is a write in flight:
+// if its connection breaks, its outcome is unknown, as any write's (it may
+// have been served at a promotion).
 //
 // # Consistency
 //

@@ -410,10 +410,34 @@ func (r *Router) pick(p uint32, cands []string, tried, failed *triedSet, deferQu
 // other poll to a region 150 ms away, which also learnt the commit a hop
 // later; sticking to the first that answered kept polling a far follower
 // when a near region, the failover's target, answered too.)
-func (r *Router) pollTarget(p uint32, cands []string, failed *triedSet) (string, bool) {
+//
+// Held polls (PollWait) change what is best: a held poll costs no round
+// trips while nothing happens, and the new epoch starts at the new write
+// region, so a poll held there is served at its promotion, while one held
+// at another follower comes back when that follower learns the epoch, as
+// a redirect, and costs a second request to the write region (at 5
+// regions on one machine every writer paid it: it had measured another
+// live region faster). With PollWait the target is therefore the first
+// eligible candidate in priority order other than the route's write
+// region (writeRegion: alive but paused, it answers at once and is not
+// where the next epoch starts), the likely failover target, and nothing
+// is measured; the write region only when no other is eligible.
+func (r *Router) pollTarget(p uint32, cands []string, failed *triedSet, writeRegion string) (string, bool) {
+	eligible := func(c string) bool { return !failed.has(c) && r.breakers.State(p, c) == Closed }
+	if r.cfg.PollWait > 0 {
+		for _, c := range cands {
+			if c != writeRegion && eligible(c) {
+				return c, true
+			}
+		}
+		if writeRegion != "" && eligible(writeRegion) {
+			return writeRegion, true
+		}
+		return "", false
+	}
 	best, bestLat, found := "", time.Duration(0), false
 	for _, c := range cands {
-		if failed.has(c) || r.breakers.State(p, c) != Closed {
+		if !eligible(c) {
 			continue
 		}
 		l, known := r.lat.get(c)
@@ -696,7 +720,7 @@ func (o *Operation) pick(e *Entry, now time.Time) Decision {
 	cands := Candidates(o.candBuf[:], *e, o.req, o.r.cfg.PreferredRegions)
 	region, deadline, ok := "", time.Duration(0), false
 	if o.polling && !o.fresh {
-		region, ok = o.r.pollTarget(o.p, cands, &o.failed)
+		region, ok = o.r.pollTarget(o.p, cands, &o.failed, e.WriteRegion)
 	}
 	if !ok {
 		region, deadline, ok = o.r.pick(o.p, cands, &o.tried, &o.failed, !o.fresh, now)
@@ -708,12 +732,8 @@ func (o *Operation) pick(e *Entry, now time.Time) Decision {
 	}
 	o.region, o.sentEpoch, o.quick, o.state = region, e.Epoch, deadline > 0, opSending
 	poll := deadline == 0 && region != e.WriteRegion && o.r.breakers.Tripped(o.p, e.WriteRegion)
-	// A poll is held only at a region whose round trip is known: the
-	// first poll to a region, answered at once, measures it
-	// (Router.pollTarget picks the fastest), and a held one says nothing
-	// of it.
 	o.sentWait = 0
-	if _, known := o.r.lat.get(region); poll && known {
+	if poll {
 		o.sentWait = o.r.cfg.PollWait
 	}
 	return Decision{Action: ActSend, Region: region, Entry: e, Attempt: o.attempts + o.redirects + 1, Timeout: deadline,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -744,7 +745,7 @@ func TestPollTargetIsTheFastestLiveRegion(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newTestRouter(t, nil)
+			r := newTestRouter(t, func(c *RouterConfig) { c.NoPollWait = true })
 			for reg, d := range tc.lat {
 				r.lat.observe(reg, d)
 			}
@@ -755,9 +756,32 @@ func TestPollTargetIsTheFastestLiveRegion(t *testing.T) {
 			for _, o := range tc.open {
 				r.Breakers().Trip(1, o, t0)
 			}
-			got, ok := r.pollTarget(1, cands, &failed)
+			got, ok := r.pollTarget(1, cands, &failed, "")
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.want != "", ok)
+			// Held polls go to the first eligible candidate, whatever
+			// the latencies.
+			held := newTestRouter(t, nil)
+			for reg, d := range tc.lat {
+				held.lat.observe(reg, d)
+			}
+			for _, o := range tc.open {
+				held.Breakers().Trip(1, o, t0)
+			}
+			eligible := func(c string) bool { return !failed.has(c) && !slices.Contains(tc.open, c) }
+			want := ""
+			for _, c := range cands[1:] {
+				if eligible(c) {
+					want = c
+					break
+				}
+			}
+			if want == "" && eligible(cands[0]) {
+				want = cands[0] // the write region, only when nothing else is eligible
+			}
+			got, ok = held.pollTarget(1, cands, &failed, cands[0])
+			assert.Equal(t, want, got, "held")
+			assert.Equal(t, want != "", ok)
 		})
 	}
 }
@@ -768,9 +792,11 @@ func TestPollTargetIsTheFastestLiveRegion(t *testing.T) {
 // its redirect once the failover commits. (Rotating sent every other
 // poll to the far region; sticking to the first region that answered
 // kept polling it.)
+// Polls that are not held (NoPollWait); held ones go in priority order
+// (TestOperationHeldPolls).
 func TestOperationPollsTheNearRegion(t *testing.T) {
 	notYet := &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"}
-	r := newTestRouter(t, func(c *RouterConfig) { c.MaxAttempts = 20 })
+	r := newTestRouter(t, func(c *RouterConfig) { c.MaxAttempts, c.NoPollWait = 20, true })
 	r.Breakers().Trip(1, "eastus", t0)
 	r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: prio, ConfigVersion: 2}, time.Hour, t0, 1)
 	rtt := map[string]time.Duration{"westus": 150 * time.Millisecond, "northeu": 20 * time.Millisecond}
@@ -797,55 +823,51 @@ func TestOperationPollsTheNearRegion(t *testing.T) {
 	assert.False(t, d.Poll, "the new write region: not a poll")
 }
 
-// TestOperationHeldPolls: a poll to a region whose round trip is known
-// asks the replica to hold it (PollWait), and the next poll leaves
-// RedirectPoll after the last one was sent, not after its answer; the
-// first poll to a region is answered at once and measures it, and a held
-// one leaves the measurement alone (it would make the region look as far
-// as the hold). NoPollWait holds none.
+// TestOperationHeldPolls: a poll asks the replica to hold it (PollWait)
+// and goes to the first live candidate in priority order, the likely
+// failover target, however much faster another live region answers (the
+// new epoch starts at the new write region: a poll held there is served
+// at the promotion). The next poll leaves RedirectPoll after the last was
+// sent, not after its answer, and a held poll's time is not taken as the
+// region's round trip. NoPollWait holds none, and polls the nearest.
 func TestOperationHeldPolls(t *testing.T) {
 	notYet := &RedirectError{Partition: 1, Epoch: 3, WriteRegion: "eastus"}
+	rtt := map[string]time.Duration{"westus": 150 * time.Millisecond, "northeu": 20 * time.Millisecond}
 	for _, off := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoPollWait=%v", off), func(t *testing.T) {
-			r := newTestRouter(t, func(c *RouterConfig) {
-				c.MaxAttempts, c.PreferredRegions, c.NoPollWait = 20, []string{"westus"}, off
-			})
+			r := newTestRouter(t, func(c *RouterConfig) { c.MaxAttempts, c.NoPollWait = 20, off })
 			r.Breakers().Trip(1, "eastus", t0)
 			r.OfferRun(txtdns.Run{Lo: 1, Hi: 1, Epoch: 3, WriteRegion: "eastus", Priority: prio, ConfigVersion: 2}, time.Hour, t0, 1)
 			now := t0.Add(time.Second)
 			op := r.Begin(1, Request{Write: true})
-			// Measure both live regions: answered at once, 20 ms.
-			for range 2 {
+			var sent []string
+			for i, held := range []time.Duration{100 * time.Millisecond, 900 * time.Millisecond, 0, 0} {
 				d := mustSend(t, &op, now)
 				require.True(t, d.Poll)
-				assert.Zero(t, d.PollWait, "the first poll to %s measures it", d.Region)
-				now = now.Add(20 * time.Millisecond)
-				now = now.Add(op.Report(now, notYet).Wait)
-			}
-			for _, held := range []time.Duration{100 * time.Millisecond, 900 * time.Millisecond} {
-				d := mustSend(t, &op, now)
-				require.True(t, d.Poll)
+				sent = append(sent, d.Region)
 				if off {
 					assert.Zero(t, d.PollWait)
+					held = rtt[d.Region]
 				} else {
 					assert.Equal(t, DefaultPollWait, d.PollWait)
+					held = max(held, rtt[d.Region])
 				}
 				now = now.Add(held)
 				v := op.Report(now, notYet)
 				require.False(t, v.Done)
-				if off {
-					assert.GreaterOrEqual(t, v.Wait, DefaultRedirectPoll*3/4, "not held: the full poll interval")
-				} else {
-					assert.LessOrEqual(t, v.Wait, max(0, DefaultRedirectPoll-held), "held %v: polls stay RedirectPoll apart from send to send", held)
+				if !off {
+					assert.LessOrEqual(t, v.Wait, max(0, DefaultRedirectPoll-held), "poll %d held %v: polls stay RedirectPoll apart from send to send", i, held)
 					assert.GreaterOrEqual(t, v.Wait, max(0, DefaultRedirectPoll*3/4-held))
 				}
 				now = now.Add(v.Wait)
 			}
-			l, ok := r.lat.get(mustSend(t, &op, now).Region)
-			require.True(t, ok)
-			if !off {
-				assert.Equal(t, 20*time.Millisecond, l, "a held poll changed the round trip")
+			if off {
+				assert.Equal(t, []string{"westus", "northeu", "northeu", "northeu"}, sent, "not held: measured, then the nearest")
+				return
 			}
+			assert.Equal(t, []string{"westus", "westus", "westus", "westus"}, sent, "held: the first in priority order")
+			_, measured := r.lat.get("westus")
+			assert.False(t, measured, "a held poll's time is not a round trip")
 		})
 	}
 }
