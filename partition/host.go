@@ -560,8 +560,12 @@ func (h *Host) HasReady() bool { return len(h.dirty) > 0 || !h.rd.Empty() }
 func (h *Host) Ready(now time.Duration) Ready {
 	h.seen(now)
 	// Before the flush: a held poll served by a replica that just became
-	// the write region goes out with this Ready's writes.
-	h.releasePolls(now, false)
+	// the write region goes out with this Ready's writes. Only a dirty
+	// replica can have moved (every change of epoch, role or write region
+	// marks it; Close releases on its own), so an idle Ready skips the scan.
+	if len(h.dirty) > 0 {
+		h.releasePolls(now, false)
+	}
 	for i := 0; i < len(h.dirty); i++ { // flush may dirty more replicas
 		r := h.dirty[i]
 		r.flush(now)

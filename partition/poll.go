@@ -92,15 +92,8 @@ func (h *Host) releasePolls(now time.Duration, expire bool) {
 	clear(h.parked[len(keep):])
 	h.parked = keep
 	for i := range due {
-		req := &due[i].req
-		req.PollWait = 0
-		r, err := h.replica(req.Partition)
-		if err != nil {
-			h.reply(Reply{Kind: ReplyWrite, Partition: req.Partition, Ref: req.Ref, Err: err})
-			continue
-		}
-		r.clientWrite(now, req)
-		h.schedule(now, r)
+		due[i].req.PollWait = 0
+		h.Write(now, &due[i].req)
 	}
 }
 
