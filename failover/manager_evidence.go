@@ -49,7 +49,7 @@ func (m *Manager) evidenceInto(now time.Duration, p *partition, buf []ReplicaEvi
 			}
 		}
 		if rn.Node == m.self.ID && p.hasLocal {
-			x.Reported, x.Epoch, x.LastLSN, x.Fenced = true, p.local.Epoch, p.local.LastLSN, p.local.Fenced
+			x.Reported, x.Epoch, x.LastLSN, x.Fenced = true, p.local.Epoch, p.local.Durable(), p.local.Fenced
 		}
 		if p.hasLocal && p.local.WriteRegion && p.myRegion == s.WriteRegion {
 			for _, f := range p.local.Followers {

@@ -26,8 +26,13 @@ type FollowerStatus struct {
 
 // ReplicaStatus is what the local replica of a partition reports.
 type ReplicaStatus struct {
-	Epoch       Epoch
-	LastLSN     LSN
+	Epoch   Epoch
+	LastLSN LSN
+	// Unsynced counts the ops at the log's end not yet durable (LastLSN
+	// minus the store's end). The manager's evidence counts a replica
+	// only as far as Durable: a crash loses the rest, and an epoch that
+	// starts above what its write region keeps could never begin.
+	Unsynced    LSN
 	CommitLSN   LSN
 	WriteRegion bool
 	Fenced      bool
@@ -38,6 +43,11 @@ type ReplicaStatus struct {
 	MinDurability int
 	Followers     []FollowerStatus
 }
+
+// Durable is the end of the replica's log that survives a crash: the
+// position the evidence reports for it (a takeover's start, a switchover
+// target's catch-up, a fence's final LSN).
+func (st *ReplicaStatus) Durable() LSN { return st.LastLSN - min(st.Unsynced, st.LastLSN) }
 
 // PartitionHandle names a hosted partition without its name: a driver
 // that feeds status for thousands of partitions keeps one per partition
@@ -83,6 +93,11 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 	replica := !p.hasLocal || p.local.Epoch != st.Epoch || p.local.Fenced != st.Fenced ||
 		p.local.WriteRegion != st.WriteRegion || !equalRegions(p.local.WriteQuorum, st.WriteQuorum) || p.local.MinDurability != st.MinDurability
 	changed := replica || !sameInSync(p.local, st)
+	// A switchover target completes the switchover on its own evidence
+	// once its durable end reaches the fence: that moves with no other
+	// field of the report (the ops arrived before they were durable).
+	target := !changed && p.hasLocal && p.state.Phase == PhaseSwitchover && p.state.Target == p.myRegion &&
+		st.Durable() != p.local.Durable()
 	sameList, membersOnly := followerFlips(p.state.WriteQuorum.Members, p.local.Followers, st.Followers)
 	if !sameList {
 		// Which followers are listed is evidence too (Reported, Epoch):
@@ -110,12 +125,14 @@ func (m *Manager) UpdateReplicaAt(now time.Duration, h PartitionHandle, st Repli
 			m.markRecheck(p)
 		}
 		m.reconcile(p)
+	} else if target {
+		m.markRecheck(p)
 	}
 }
 
 // sameStatus reports whether a and b are the same report.
 func sameStatus(a, b *ReplicaStatus) bool {
-	return a.Epoch == b.Epoch && a.LastLSN == b.LastLSN && a.CommitLSN == b.CommitLSN &&
+	return a.Epoch == b.Epoch && a.LastLSN == b.LastLSN && a.Unsynced == b.Unsynced && a.CommitLSN == b.CommitLSN &&
 		a.WriteRegion == b.WriteRegion && a.Fenced == b.Fenced && equalRegions(a.WriteQuorum, b.WriteQuorum) && a.MinDurability == b.MinDurability &&
 		slices.Equal(a.Followers, b.Followers)
 }

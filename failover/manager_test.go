@@ -667,3 +667,34 @@ func TestManagerGrayBelowMinimumDurabilityWithholdsNoLease(t *testing.T) {
 	assert.True(t, h.mgrs[1].Liveness().LeaseValid(h.now), "east lost its lease")
 	assert.Equal(t, Region("east"), h.reg["p-000"].state.WriteRegion)
 }
+
+// A switchover target counts as holding the fenced LSN only once its copy
+// is durable. A target that reported ops still in its store's queue
+// became write region of an epoch starting above what it kept after a
+// crash, and could then never promote (ErrBehind at every evaluation; the
+// simulator's cluster-edge-min-durability seed 2 at 5fbc1a4's parent).
+func TestManagerSwitchoverWaitsForTheTargetsDurableCopy(t *testing.T) {
+	h := newSteadyHarness(t, FastConfig(), 1)
+	const name = "p-000"
+	target := h.replicas[2][name] // west, first in priority after east
+	target.Unsynced = 3
+	h.mgrs[2].UpdateReplica(h.now, name, *target)
+	h.mgrs[1].Drain(h.now, "east", "kernel upgrade")
+	for i := 0; i < 50; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	e := h.reg[name]
+	require.Equal(t, PhaseSwitchover, e.state.Phase, "the switchover started")
+	require.True(t, e.state.FenceRecorded)
+	assert.Equal(t, Epoch(1), e.state.Epoch, "not completed while the target's copy of LSN 8..10 is not durable")
+
+	target.Unsynced = 0
+	h.mgrs[2].UpdateReplica(h.now, name, *target)
+	for i := 0; i < 30; i++ {
+		h.step(100 * time.Millisecond)
+	}
+	e = h.reg[name]
+	assert.Equal(t, Epoch(2), e.state.Epoch, "completed once durable")
+	assert.Equal(t, Region("west"), e.state.WriteRegion)
+	assert.Equal(t, LSN(10), e.state.Table.Current().StartLSN)
+}

@@ -24,9 +24,12 @@ func StatusFromProgressInto(pr dataplane.Progress, self Region, buf []FollowerSt
 	st := ReplicaStatus{
 		Epoch:       Epoch(pr.Epoch),
 		LastLSN:     LSN(pr.LastLSN),
+		Unsynced:    LSN(pr.LastLSN - min(pr.DurableLSN, pr.LastLSN)),
 		CommitLSN:   LSN(pr.CommitLSN),
 		WriteRegion: pr.Role != dataplane.RoleFollower && pr.WriteRegion == self,
-		Fenced:      pr.Role == dataplane.RolePaused,
+		// Fenced once the fenced tail is durable: the fence's final LSN
+		// is where the next epoch starts, so its write region must keep it.
+		Fenced:      pr.Role == dataplane.RolePaused && pr.DurableLSN >= pr.LastLSN,
 		WriteQuorum: pr.Quorum.Members,
 		// The commit rule's minimum durability, as the replica holds it.
 		MinDurability: pr.Quorum.MinDurability,

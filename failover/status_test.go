@@ -11,7 +11,7 @@ import (
 
 func TestStatusFromProgress(t *testing.T) {
 	pr := dataplane.Progress{
-		Epoch: 3, Role: dataplane.RoleLeader, WriteRegion: "east", LastLSN: 10, CommitLSN: 9,
+		Epoch: 3, Role: dataplane.RoleLeader, WriteRegion: "east", LastLSN: 10, DurableLSN: 10, CommitLSN: 9,
 		Quorum: quorum.WriteQuorum{Members: []Region{"east", "west"}},
 		Followers: []dataplane.FollowerProgress{
 			{Region: "west", Match: 10},
@@ -36,6 +36,12 @@ func TestStatusFromProgress(t *testing.T) {
 
 	pr.Role = dataplane.RolePaused
 	assert.True(t, StatusFromProgress(pr, "east").Fenced)
+	pr.DurableLSN = 8
+	st = StatusFromProgress(pr, "east")
+	assert.False(t, st.Fenced, "a fence is reported once its tail is durable: its final LSN starts the next epoch")
+	assert.Equal(t, LSN(10), st.LastLSN)
+	assert.Equal(t, LSN(8), st.Durable(), "the evidence counts only what survives a crash")
+	pr.DurableLSN = 10
 	pr.Role, pr.WriteRegion = dataplane.RoleFollower, "west"
 	st = StatusFromProgress(pr, "east")
 	assert.False(t, st.WriteRegion)

@@ -114,12 +114,17 @@ type Spec struct {
 
 // Progress is what the failover and recovery code reads from a replica.
 type Progress struct {
-	Partition    ID
-	Region       Region
-	Epoch        Epoch
-	Role         Role
-	WriteRegion  Region
-	LastLSN      LSN
+	Partition   ID
+	Region      Region
+	Epoch       Epoch
+	Role        Role
+	WriteRegion Region
+	LastLSN     LSN
+	// DurableLSN is the end of the log as the store holds it (at most
+	// LastLSN): what the replica still has after a crash. A promotion
+	// must start at or below it, or a crash makes the replica lack its
+	// own epoch's start.
+	DurableLSN   LSN
 	LastEpoch    Epoch
 	CommitLSN    LSN
 	AppliedLSN   LSN
@@ -666,7 +671,7 @@ func (r *Replica) progress() Progress { return r.progressWith(true, nil) }
 func (r *Replica) progressWith(history bool, followers []FollowerProgress) Progress {
 	p := Progress{
 		Partition: r.id, Region: r.region(), Epoch: r.epoch, Role: r.role, WriteRegion: r.writeRegion,
-		LastLSN: r.last, LastEpoch: r.lastEpoch, CommitLSN: r.commit, AppliedLSN: r.applied,
+		LastLSN: r.last, DurableLSN: r.durable, LastEpoch: r.lastEpoch, CommitLSN: r.commit, AppliedLSN: r.applied,
 		StableLSN: r.stable, LogBase: r.logBase, NeedSnapshot: r.needSnapshot,
 		Level: r.level, Quorum: r.wq,
 	}

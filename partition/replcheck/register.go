@@ -171,7 +171,7 @@ func (r *runner) evidence(p *part, now time.Duration, failed bool) failover.Evid
 			x.Live = !(failed && reg == s.WriteRegion)
 			if pr, err := h.Progress(p.id); err == nil {
 				st := failover.StatusFromProgress(pr, reg)
-				x.Reported, x.Epoch, x.LastLSN, x.Fenced = true, st.Epoch, st.LastLSN, st.Fenced
+				x.Reported, x.Epoch, x.LastLSN, x.Fenced = true, st.Epoch, st.Durable(), st.Fenced
 				if reg == s.WriteRegion {
 					wr = st
 				}
