@@ -672,7 +672,7 @@ func TestManagerGrayBelowMinimumDurabilityWithholdsNoLease(t *testing.T) {
 // is durable. A target that reported ops still in its store's queue
 // became write region of an epoch starting above what it kept after a
 // crash, and could then never promote (ErrBehind at every evaluation; the
-// simulator's cluster-edge-min-durability seed 2 at 5fbc1a4's parent).
+// simulator's cluster-edge-min-durability seed 2 before ba75daf).
 func TestManagerSwitchoverWaitsForTheTargetsDurableCopy(t *testing.T) {
 	h := newSteadyHarness(t, FastConfig(), 1)
 	const name = "p-000"

@@ -423,7 +423,11 @@ func (fw *foWorld) deliverReplies(n *foNode, rs []partition.Reply) {
 		fw.trace(c, foTraceEv{kind: trServerOut})
 		out := w.Now()
 		if fw.service != nil && r.Err == nil {
-			out = fw.service.serve(out)
+			cost := fw.service.cost
+			if c.pollWait > 0 && fw.spec.heldPollService > 0 {
+				cost = fw.spec.heldPollService
+			}
+			out = fw.service.serve(out, cost)
 		}
 		at := out + fw.oneWay(n.idx, c.node)
 		if at < c.timeoutAt && w.Sched.Pending(c.timeoutEv) {

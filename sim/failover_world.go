@@ -49,8 +49,13 @@ type foSpec struct {
 	// (failover_service.go).
 	serviceSlots   int
 	requestService time.Duration
+	// heldPollService: a held poll's answer's service (0: requestService).
+	heldPollService time.Duration
 	// noPollWait: the clients' routers do not ask for held polls.
 	noPollWait bool
+	// staggerBoot: the nodes of a region boot a heartbeat interval apart
+	// divided evenly (failover_layout.go), not all at once.
+	staggerBoot bool
 	// noDNS leaves out the simulated DNS path (publishers and client
 	// resolvers model servers outside the nodes); only a world without
 	// clients may do so.
@@ -306,10 +311,14 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 		n := &foNode{fw: fw, idx: int32(i), region: quorum.Region(topo.Regions[r]), fnodes: fnodes,
 			store: partition.NewMemStore(), acc: caspaxos.NewMemoryStore()}
 		fw.nodes = append(fw.nodes, n)
+		e.w.Attach(int32(i), n)
+		if at := fw.bootAt(i, len(topo.Regions)); at > 0 {
+			e.w.Sched.After(at, int32(i), foBoot{n}, 0)
+			continue
+		}
 		if err := n.boot(true); err != nil {
 			return nil, err
 		}
-		e.w.Attach(int32(i), n)
 	}
 	fw.makeClients()
 	if spec.noDNS && len(fw.clients) > 0 {
@@ -319,6 +328,9 @@ func newFoWorld(cfg Config, spec foSpec) (*foWorld, error) {
 		if fw.dns, err = newFoDNS(fw, cfg.DNSTTL, cfg.DNSStale); err != nil {
 			return nil, err
 		}
+	}
+	if err := fw.awaitBoots(); err != nil {
+		return nil, err
 	}
 	return fw, nil
 }

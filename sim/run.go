@@ -233,6 +233,9 @@ func ReplayCommand(cfg Config) string {
 		}
 		if l.ServiceSlots > 0 {
 			fmt.Fprintf(&b, " --service-slots %d --request-service %v", l.ServiceSlots, l.RequestService)
+			if l.HeldPollService > 0 {
+				fmt.Fprintf(&b, " --held-poll-service %v", l.HeldPollService)
+			}
 		}
 		if l.NoPollWait {
 			b.WriteString(" --no-poll-wait")

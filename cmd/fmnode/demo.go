@@ -189,8 +189,15 @@ func (o demoOptions) simConfig(rtt, requestService time.Duration) sim.Config {
 	return sim.Config{Scenario: "region-outage", Seed: 1, Faults: sim.FaultsNone, Partitions: o.partitions, FailoverProfile: o.profile,
 		Outage: time.Minute, Duration: warm, DNSTTL: demoDNSTTL,
 		Layout: &sim.FailoverLayout{Regions: o.regions, NodesPerRegion: o.nodesPerRegion, FirstRegionWrites: true,
-			MinDurability: o.minDurability(), RTT: rtt, ProcessKill: true, ServiceSlots: slots, RequestService: requestService}}
+			MinDurability: o.minDurability(), RTT: rtt, ProcessKill: true, ServiceSlots: slots, RequestService: requestService,
+			HeldPollService: heldPollService(requestService)}}
 }
+
+// heldPollService is what the prediction charges a held poll's answer:
+// half the service time, the answer's half of one exchange (the
+// reception was paid while the poll was held; sim's failover_service.go
+// says why half).
+func heldPollService(requestService time.Duration) time.Duration { return requestService / 2 }
 
 // Bounds of the prediction's round trip.
 const (
@@ -224,6 +231,7 @@ func (d *demoRun) predict() error {
 	}
 	d.res.Prediction, d.res.Paper, d.res.PredictionRTTMs = &pred, pred.Paper, msOf(rtt)
 	d.res.PredictionRequestServiceMs = msOf(d.requestService)
+	d.res.PredictionHeldPollServiceMs = msOf(heldPollService(d.requestService))
 	d.res.Phases["prediction"] = time.Since(t0).Seconds()
 	return nil
 }

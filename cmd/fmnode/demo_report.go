@@ -50,6 +50,9 @@ type demoResult struct {
 	// prediction's shared queue charges (demo_burst.go; 0: none was
 	// measured, and the prediction models no queue).
 	PredictionRequestServiceMs float64 `json:"prediction_request_service_ms"`
+	// PredictionHeldPollServiceMs is what it charges a held poll's
+	// answer (half: its reception was paid while it was held).
+	PredictionHeldPollServiceMs float64 `json:"prediction_held_poll_service_ms"`
 	// OutageS is how long the region was down (kill to restart).
 	OutageS float64 `json:"outage_s"`
 	// ResyncBytes: replication payload (keys and values of ops and
@@ -247,8 +250,8 @@ func printDemo(w io.Writer, r *demoResult) {
 	}
 	fmt.Fprintf(&b, "steady strong writes: p50 %.1f ms, p99 %.1f ms; the prediction's round trip is half the p50 less the service time\n",
 		1000*r.SteadyWriteLatency.P50, 1000*r.SteadyWriteLatency.P99)
-	fmt.Fprintf(&b, "the prediction's service time: %.3f ms per write (a burst of %d writes drained in %.2f s before the kill)\n",
-		r.PredictionRequestServiceMs, r.BurstAcked, r.BurstS)
+	fmt.Fprintf(&b, "the prediction's service time: %.3f ms per write (a burst of %d writes drained in %.2f s before the kill), %.3f ms per held poll answered\n",
+		r.PredictionRequestServiceMs, r.BurstAcked, r.BurstS, r.PredictionHeldPollServiceMs)
 	fmt.Fprintf(&b, "machine: %d CPUs, load average %.2f at the start, %.2f at the kill, %.2f at the end; steady load: agents %.2f cores, writers %.2f\n",
 		r.NumCPU, r.LoadAvg1Start, r.LoadAvg1Kill, r.LoadAvg1End, r.AgentsCPUCores, r.DemoCPUCores)
 	fmt.Fprintf(&b, "%.0f s in all (prediction %.1f s)\n", r.WallS, r.Phases["prediction"])

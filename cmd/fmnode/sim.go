@@ -157,6 +157,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	layKill := fs.Bool("process-kill", false, "region-outage with a layout: the outage kills processes, machines stay up (clients are refused at once, no timeout)")
 	laySlots := fs.Int("service-slots", 0, "region-outage with a layout: the nodes share one machine that serves this many client requests at once (with --request-service; 0: not modelled)")
 	layService := fs.Duration("request-service", 0, "region-outage with a layout: how long each client request a node serves holds one of the --service-slots (0: not modelled)")
+	layHeld := fs.Duration("held-poll-service", 0, "region-outage with a layout: what a held poll's answer holds a slot for instead, at most --request-service (it was received while held; 0: --request-service)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole sweep to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile (after the sweep) to this file")
 	summaryOut := fs.String("summary-out", "", "append the sweep's summary object (one JSON line) to this file")
@@ -218,11 +219,11 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		DNSTTL: *dnsTTL, DNSStale: *dnsStale, RerouteTrace: *rerouteTrace,
 		Partitions: *partitions, FailoverProfile: *profile, Outage: *outage, PreloadBytes: *preload,
 	}
-	for _, name := range []string{"regions", "nodes-per-region", "min-durability", "rtt", "first-region-writes", "process-kill", "service-slots", "request-service", "no-poll-wait"} {
+	for _, name := range []string{"regions", "nodes-per-region", "min-durability", "rtt", "first-region-writes", "process-kill", "service-slots", "request-service", "held-poll-service", "no-poll-wait"} {
 		if flagSet(fs, name) {
 			base.Layout = &sim.FailoverLayout{Regions: *layRegions, NodesPerRegion: *layNodes, MinDurability: *layMinDur,
 				RTT: *layRTT, FirstRegionWrites: *layFirst, ProcessKill: *layKill, ServiceSlots: *laySlots, RequestService: *layService,
-				NoPollWait: *layNoPollWait}
+				HeldPollService: *layHeld, NoPollWait: *layNoPollWait}
 		}
 	}
 	sum := simSummary{Summary: true, Scenario: *scenario, Faults: level.String(), Canary: *canary,
