@@ -76,17 +76,18 @@ func TestForwardKnownWritersLeadFromTheFirstProposal(t *testing.T) {
 }
 
 // TestForwardKnownWriterDown: a known writer that is down (never
-// answers) costs each forwarder one timeout; it falls back and commits,
-// and its next proposals go to the next smallest writer, for
-// ForwardMemory. With two down, each costs one timeout and neither is
-// tried again (one remembered failure would send every other proposal
-// back to the first).
+// answers) costs each forwarder one timeout; the change then goes on to
+// the next smallest writer (falling back only when that is the forwarder
+// itself), and its next proposals go there first, for ForwardMemory.
+// With two down, each costs one timeout and neither is tried again (one
+// remembered failure would send every other proposal back to the first).
 func TestForwardKnownWriterDown(t *testing.T) {
 	const timeoutMin = 300 * time.Millisecond
 	type step struct {
 		id       NodeID
 		to       NodeID // the first forward's target (0: no forward)
-		timedOut bool
+		timeouts int
+		then     NodeID // where the change went after the timeouts (0: the proposer itself)
 	}
 	cases := []struct {
 		name    string
@@ -95,12 +96,12 @@ func TestForwardKnownWriterDown(t *testing.T) {
 		steps   []step
 	}{
 		{"the smallest down", []NodeID{2, 3}, []NodeID{1, 2, 3}, []step{
-			{2, 1, true}, {2, 0, false}, // 2 leads once 1 failed
-			{3, 1, true}, {3, 2, false}, {3, 2, false},
+			{2, 1, 1, 0}, {2, 0, 0, 0}, // 2 leads once 1 failed
+			{3, 1, 1, 2}, {3, 2, 0, 0}, {3, 2, 0, 0},
 		}},
 		{"the two smallest down", []NodeID{3, 4}, []NodeID{1, 2, 3, 4}, []step{
-			{3, 1, true}, {3, 2, true}, {3, 0, false},
-			{4, 1, true}, {4, 2, true}, {4, 3, false}, {4, 3, false}, {4, 3, false},
+			{3, 1, 2, 0}, {3, 0, 0, 0},
+			{4, 1, 2, 3}, {4, 3, 0, 0}, {4, 3, 0, 0}, {4, 3, 0, 0},
 		}},
 	}
 	for _, tc := range cases {
@@ -115,10 +116,13 @@ func TestForwardKnownWriterDown(t *testing.T) {
 				require.NoError(t, res.Err, "step %d", i)
 				s := h.stats(st.id)
 				var first *Forward
+				var sent []NodeID
 				for j := n; j < len(h.seenFwd); j++ {
 					if f := h.seenFwd[j]; f.From == st.id && f.Kind == ForwardRequest {
-						first = &f
-						break
+						if first == nil {
+							first = &f
+						}
+						sent = append(sent, f.To)
 					}
 				}
 				if st.to == 0 {
@@ -126,12 +130,16 @@ func TestForwardKnownWriterDown(t *testing.T) {
 				} else if assert.NotNil(t, first, "step %d: forwarded", i) {
 					assert.Equal(t, st.to, first.To, "step %d: forwarded to", i)
 				}
-				if st.timedOut {
-					assert.Equal(t, before.ForwardTimeouts+1, s.ForwardTimeouts, "step %d: one timeout", i)
-					assert.Equal(t, before.ForwardFallbacks+1, s.ForwardFallbacks, "step %d: fell back", i)
-					assert.LessOrEqual(t, res.End-start, timeoutMin+time.Second, "step %d: bounded", i)
-				} else {
-					assert.Equal(t, before.ForwardTimeouts, s.ForwardTimeouts, "step %d: no timeout", i)
+				assert.Equal(t, before.ForwardTimeouts+uint64(st.timeouts), s.ForwardTimeouts, "step %d: timeouts", i)
+				if st.timeouts > 0 {
+					assert.LessOrEqual(t, res.End-start, time.Duration(st.timeouts)*timeoutMin+time.Second, "step %d: bounded", i)
+					if st.then == 0 {
+						assert.Equal(t, before.ForwardFallbacks+1, s.ForwardFallbacks, "step %d: fell back", i)
+						assert.Len(t, sent, st.timeouts, "step %d: one forward per timeout", i)
+					} else {
+						assert.Equal(t, before.ForwardFallbacks, s.ForwardFallbacks, "step %d: no fallback", i)
+						assert.Equal(t, st.then, sent[len(sent)-1], "step %d: forwarded on to the next writer", i)
+					}
 				}
 			}
 			final := logOf(h.read())
@@ -168,7 +176,9 @@ func TestForwardKnownWritersBounds(t *testing.T) {
 		{"zero and own id skipped", []NodeID{5}, map[NodeID][]NodeID{5: {0, 5}}, 5, false, nil, nil},
 		{"a zero after a writer skipped", []NodeID{5, 7}, map[NodeID][]NodeID{5: {5, 7}, 7: {5, 0}}, 7, false, []NodeID{5}, nil},
 		{"its own id alone does not share a key", []NodeID{5, 7}, map[NodeID][]NodeID{5: {5, 7}, 7: {7}}, 7, true, nil, nil},
-		{"only the first MaxKnownWriters ids count", []NodeID{1, 500}, map[NodeID][]NodeID{500: many, 1: {1}}, 500, false, []NodeID{200}, nil},
+		// 200..202 are not there: each forward times out and the change
+		// goes on to the next, MaxForwardHops times, then proposes itself.
+		{"only the first MaxKnownWriters ids count", []NodeID{1, 500}, map[NodeID][]NodeID{500: many, 1: {1}}, 500, false, []NodeID{200, 201, 202}, nil},
 		{"a writer that knows a smaller one redirects", []NodeID{1, 2, 3},
 			map[NodeID][]NodeID{1: {1, 2, 3}, 2: {1, 2, 3}, 3: {2, 3}}, 3, false, []NodeID{2, 1}, map[NodeID]uint64{2: 1}},
 	}

@@ -138,6 +138,18 @@ func newCluster(w *World, cfg ClusterConfig, viol *violations) (*Cluster, error)
 // proposer only reads it during the call.
 func (c *Cluster) writers(string) []caspaxos.NodeID { return c.writerIDs }
 
+// leaderNode is the node of the proposer with the smallest id, the leader
+// of a shared key whose writers are known (caspaxos/forward.go).
+func (c *Cluster) leaderNode() int32 {
+	best := c.prop[0]
+	for _, p := range c.prop[1:] {
+		if p.id < best.id {
+			best = p
+		}
+	}
+	return best.node
+}
+
 // Quorum returns the configuration proposers currently adopt.
 func (c *Cluster) Quorum() quorum.Config { return c.quorum }
 

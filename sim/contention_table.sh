@@ -32,7 +32,7 @@ for sc in ${SCENARIOS:-contention contention-burst}; do
 		  def pct(a; b): if b > 0 then (10000 * 100 * a / b | round) / 10000 | tostring + "%" else "-" end;
 		"seeds \($n), violations \([$runs[].violations | length] | add)",
 		"backoff | proposals | rounds | rounds/proposal | NAKs (first/retry) | warm-up NAKs | conflict rate (per round) | per proposal | first-attempt (of first rounds) | retry (of retry rounds) | after warm-up (NAKs of rounds; proposals) | gave up (of proposals; after warm-up) | goodput/s | p50 ms | p99 ms (worst seed)",
-		(["none", "exponential", "adaptive", "turns"][] as $k
+		(["none", "exponential", "adaptive", "turns", "deadleader"][] as $k
 		| (tot("naks_" + $k)) as $naks | (tot("rounds_" + $k)) as $rounds | (tot("proposals_" + $k)) as $props
 		| (tot("first_rounds_" + $k)) as $first
 		| "\($k) | \($props) | \($rounds) | \(if $props > 0 then (1000 * $rounds / $props | round) / 1000 else "-" end) | \($naks) (\(tot("first_attempt_naks_" + $k))/\(tot("retry_naks_" + $k))) | \($naks - tot("naks_warm_" + $k)) | \(pct($naks; $rounds)) | \(pct($naks; $props)) | \(pct(tot("first_attempt_naks_" + $k); $first)) | \(pct(tot("retry_naks_" + $k); $rounds - $first)) | \(pct(tot("naks_warm_" + $k); tot("rounds_warm_" + $k))) (\(tot("naks_warm_" + $k)) of \(tot("rounds_warm_" + $k)); \(tot("proposals_warm_" + $k))) | \(tot("failures_" + $k)) (\(pct(tot("failures_" + $k); $props)); \(tot("failures_warm_" + $k))) | \(mean("goodput_per_second_" + $k) * 100000 | round / 100000) | \(mean("latency_p50_ms_" + $k) | round) | \(mean("latency_p99_ms_" + $k) | round) (\(mx("latency_p99_ms_" + $k) | round))")'

@@ -72,18 +72,25 @@ type contentionVariant struct {
 	// from the first event instead of once the proposers have seen each
 	// other.
 	knownWriters bool
+	// killLeader: the node of the key's leader (the smallest proposer id)
+	// crashes at the warm-up's end and stays down until the heal, so the
+	// run after the warm-up measures the others without it.
+	killLeader bool
 }
 
 // contentionVariants are the sub-runs, printed side by side: the three
 // backoffs as the issue asks (adaptive with its pacing and, since session
 // 9, forwarding to the key's leader, told the key's writers up front since
-// session 11), then the adaptive backoff with turns.
+// session 11), then the adaptive backoff with turns, then the adaptive
+// backoff again with its leader dead after the warm-up (what a dead known
+// writer costs the others: a forward timeout, then the next writer).
 func contentionVariants() []contentionVariant {
 	return []contentionVariant{
 		{name: "none", kind: caspaxos.BackoffNone},
 		{name: "exponential", kind: caspaxos.BackoffExponential},
 		{name: "adaptive", kind: caspaxos.BackoffAdaptive, forward: true, knownWriters: true},
 		{name: "turns", kind: caspaxos.BackoffAdaptive, turns: true},
+		{name: "deadleader", kind: caspaxos.BackoffAdaptive, forward: true, knownWriters: true, killLeader: true},
 	}
 }
 
@@ -169,11 +176,20 @@ func runContentionInspect(cfg Config, v contentionVariant, tap contentionTap, in
 	lat := &latencies{}
 	wl.observe = lat.add
 	warm := &statsAt{cl: cl}
-	e.w.Sched.At(e.w.Now()+min(contentionWarmup, d/2), NoNode, warm, 0)
+	warmEnd := e.w.Now() + min(contentionWarmup, d/2)
+	e.w.Sched.At(warmEnd, NoNode, warm, 0)
+	var kill *nodeKill
+	if v.killLeader {
+		kill = &nodeKill{w: e.w, node: cl.leaderNode()}
+		e.w.Sched.At(warmEnd, NoNode, kill, 0)
+	}
 	wl.start()
 	e.safety(d)
 	safetyEnd := e.w.Now()
 	e.heal()
+	if kill != nil {
+		e.w.Restart(kill.node)
+	}
 	wl.stop()
 	e.settleCluster(cl, wl.keys, len(cl.prop), nil)
 	clusterMetrics(e, cl)
@@ -192,6 +208,14 @@ func runContentionInspect(cfg Config, v contentionVariant, tap contentionTap, in
 	e.metrics["latency_p99_ms"] = lat.quantile(0.99)
 	return e.result(contentionScenario{burst: v.burst}.Name()), nil
 }
+
+// nodeKill crashes a node when it fires.
+type nodeKill struct {
+	w    *World
+	node int32
+}
+
+func (k *nodeKill) Fire(time.Duration, uint64) { k.w.Crash(k.node) }
 
 // statsAt takes the proposers' counters when it fires (the warm-up's end).
 type statsAt struct {

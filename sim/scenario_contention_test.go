@@ -429,3 +429,34 @@ func TestContentionKnownWritersNoNAKs(t *testing.T) {
 		}
 	}
 }
+
+// TestContentionDeadLeader: with the key's leader (the smallest known
+// writer) dead after the warm-up, the others' forwards to it time out and
+// they go on through the next writer: every beat still commits, none is
+// given up, and the cost is the forward timeouts, which the run without
+// the kill does not have.
+func TestContentionDeadLeader(t *testing.T) {
+	for _, burst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("burst=%v", burst), func(t *testing.T) {
+			cfg := Config{Scenario: contentionScenario{burst: burst}.Name(), Seed: 1, Faults: FaultsNone, Duration: 30 * time.Minute}
+			require.NoError(t, cfg.normalize())
+			vs := contentionVariants()
+			v := vs[len(vs)-1]
+			require.Equal(t, "deadleader", v.name)
+			require.True(t, v.killLeader && v.knownWriters && v.forward)
+			v.burst = burst
+			r, err := runContention(cfg, v, nil)
+			require.NoError(t, err)
+			require.Empty(t, r.Violations)
+			m := r.Metrics
+			assert.Positive(t, m["forward_timeouts_warm"], "forwards to the dead leader time out")
+			assert.Positive(t, m["proposals_warm"])
+			assert.Zero(t, m["failures_warm"], "none given up without the leader")
+
+			v.killLeader = false
+			r, err = runContention(cfg, v, nil)
+			require.NoError(t, err)
+			assert.Zero(t, r.Metrics["forward_timeouts_warm"], "the control: no timeout with the leader up")
+		})
+	}
+}
