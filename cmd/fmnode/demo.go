@@ -256,7 +256,7 @@ type demoRun struct {
 // kills every child before it returns (with --keep, once ctx ends: the
 // report comes first).
 func runDemoDrill(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (res *demoResult, err error) {
-	d := &demoRun{o: o, prog: newDemoProgress(stderr, o.onPhase), procs: map[*localNode]*localProc{},
+	d := &demoRun{o: o, prog: newDemoProgress(stderr, o.onPhase, demoPhases(o.burst)), procs: map[*localNode]*localProc{},
 		regions: demoRegionNames()[:o.regions]}
 	agents := o.regions * o.nodesPerRegion
 	d.res = &demoResult{Demo: "region-outage", Agents: agents, Regions: d.regions, NodesPerRegion: o.nodesPerRegion,

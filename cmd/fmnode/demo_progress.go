@@ -17,24 +17,31 @@ type demoProgress struct {
 	tty     bool
 	onPhase func(string)
 	n       int
+	total   int // phases the drill announces
 	start   time.Time
 	mu      sync.Mutex
 }
 
-// demoPhases is how many phases a drill announces.
-const demoPhases = 11
+// demoPhases is how many phases a drill announces: 11, and the burst's
+// when it calibrates the prediction (the count read 12/11 in session 12).
+func demoPhases(burst bool) int {
+	if burst {
+		return 12
+	}
+	return 11
+}
 
 // errCountdownOver: a countdown ran out before its condition held.
 var errCountdownOver = errors.New("time is up")
 
-func newDemoProgress(w io.Writer, onPhase func(string)) *demoProgress {
-	return &demoProgress{w: w, tty: isTerminal(w), onPhase: onPhase, start: time.Now()}
+func newDemoProgress(w io.Writer, onPhase func(string), total int) *demoProgress {
+	return &demoProgress{w: w, tty: isTerminal(w), onPhase: onPhase, total: total, start: time.Now()}
 }
 
 func (p *demoProgress) phase(name, what string) {
 	p.mu.Lock()
 	p.n++
-	fmt.Fprintf(p.w, "[%5.1fs] %d/%d %s: %s\n", time.Since(p.start).Seconds(), p.n, demoPhases, name, what)
+	fmt.Fprintf(p.w, "[%5.1fs] %d/%d %s: %s\n", time.Since(p.start).Seconds(), p.n, p.total, name, what)
 	p.mu.Unlock()
 	if p.onPhase != nil {
 		p.onPhase(name)

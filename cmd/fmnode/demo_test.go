@@ -92,8 +92,11 @@ func TestDemo(t *testing.T) {
 	assert.Equal(t, uint64(24), res.BurstAcked, "every partition took its burst write")
 	assert.Positive(t, res.PredictionRequestServiceMs)
 	assert.Contains(t, res.Prediction.Replay, "--service-slots 1 --request-service ")
+	assert.InDelta(t, res.PredictionRequestServiceMs/2, res.PredictionHeldPollServiceMs, 0.001, "a held poll's answer costs half")
+	assert.Contains(t, res.Prediction.Replay, " --held-poll-service ")
 	assert.Contains(t, stderr.String(), "failover:", "the progress shows the phase")
 	assert.Contains(t, stderr.String(), "s left", "the progress counts down")
+	assert.Contains(t, stderr.String(), " 12/12 prediction:", "the phase count ends at its total")
 
 	requireNothingLeft(t, lc, o.dataParent)
 }
