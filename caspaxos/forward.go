@@ -82,10 +82,15 @@ import (
 // them collide. A known writer that is down therefore costs each
 // forwarder one timeout (ForwardTimeoutMin before any phase-2 sample:
 // 500 ms) per ForwardMemory. A ForwardWriters that leaves out the writers
-// the membership reports down avoids even that. A slow but live leader is not taken for a
-// dead one as long as the way there, its queued round, its batched round
-// and the way back fit in the timeout, max(ForwardTimeoutMin,
-// 8 * (EMA + sigma)). A forward that
+// the membership reports down avoids even that, and the larger cost: the
+// next leader learns that a smaller writer is dead only from its own
+// forwards, so whenever its mark has lapsed it redirects the forwards it
+// gets there, and they wait out a timeout too (docs/BENCHMARKS.md,
+// session 13: p50 80 -> 513 ms in the burst shape; the forwarders'
+// failure marks sent along were tried, and spread false ones). A slow
+// but live leader is not taken for a dead one as long as the way there,
+// its queued round, its batched round and the way back fit in the
+// timeout, max(ForwardTimeoutMin, 8 * (EMA + sigma)). A forward that
 // timed out has an unknown outcome (the leader may still commit it), so
 // its change may be applied twice: ForwardableChange's contract is that a
 // change applied to a value it is already part of is harmless (idempotent
